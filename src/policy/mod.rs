@@ -1,0 +1,231 @@
+//! The policy: what may run, with what risk, under which limits.
+//!
+//! `Policy` is loaded once from TOML (strictly: unknown keys, bad regexes and
+//! contradictions are errors naming file, line and key), checked against its
+//! own examples, and then only read. `decide` is a pure function from a
+//! policy and a lexed request to a `Decision`; it touches the filesystem only
+//! to canonicalize paths that exist.
+
+use serde::{Deserialize, Serialize};
+
+/// The three outcomes. Ordered so that `max` gives the strictest: any deny
+/// wins over require_approval, which wins over allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Allow,
+    RequireApproval,
+    Deny,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskLevel {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+/// Why a request got its verdict. The reason is written for a model to read
+/// and names the token that decided when there is one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// Id of the rule that decided (`builtin:...` for engine checks such as
+    /// path escapes), or `default` when no rule matched.
+    pub rule: String,
+    pub risk: RiskLevel,
+    pub reason: String,
+    /// The argument, path, operator or program that decided.
+    pub token: Option<String>,
+    /// True when every part of the request is classed read-only by the
+    /// policy; anything else is mutating (idempotency keys, budgets).
+    pub read_only: bool,
+    /// True when the request needs `/bin/sh -c` (operators, redirections,
+    /// expansions); false when it is one plain argv exec'd directly.
+    pub needs_shell: bool,
+}
+
+/// Per-run limits. Requests may only tighten them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Timeout when the request gives none.
+    pub timeout_ms: u64,
+    /// The most a request may ask for.
+    pub max_timeout_ms: u64,
+    /// Characters kept per stream (half head, half tail).
+    pub output_chars: usize,
+    /// Total bytes (stdout + stderr) after which the child is killed with
+    /// `OUTPUT_LIMIT`; 0 means no hard limit (output is still truncated).
+    pub output_hard_limit_bytes: u64,
+    /// Between SIGTERM and SIGKILL on timeout.
+    pub kill_grace_ms: u64,
+    /// How long to keep reading pipes after the main child exits, so a
+    /// grandchild that holds them cannot hang the result.
+    pub drain_ms: u64,
+    /// Largest stdin text a request may send.
+    pub max_stdin_bytes: usize,
+    /// Largest command string a request may send.
+    pub max_command_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_ms: 10_000,
+            max_timeout_ms: 600_000,
+            output_chars: 8_000,
+            output_hard_limit_bytes: 0,
+            kill_grace_ms: 200,
+            drain_ms: 500,
+            max_stdin_bytes: 1 << 20,
+            max_command_bytes: 64 << 10,
+        }
+    }
+}
+
+/// What the child's environment is built from. It starts empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvPolicy {
+    /// PATH for the child and for resolving program names.
+    pub path: String,
+    /// Names (a trailing `*` matches a prefix) copied from the supervisor's
+    /// environment when present and not secret-looking.
+    pub keep: Vec<String>,
+    /// Fixed values set for the child (never secret-looking names).
+    pub set: std::collections::BTreeMap<String, String>,
+    /// Case-insensitive regex over variable names that are never passed.
+    pub secret_pattern: String,
+}
+
+impl Default for EnvPolicy {
+    fn default() -> Self {
+        EnvPolicy {
+            path: "/usr/local/bin:/usr/bin:/bin".to_string(),
+            keep: vec!["LANG".into(), "LC_*".into(), "TERM".into(), "TZ".into()],
+            set: Default::default(),
+            secret_pattern: "(?i)(key|token|secret|passw|credential|auth|cookie|session|private|cert)"
+                .to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    /// Every layer must apply fully or nothing runs.
+    Strict,
+    /// Run with what the kernel offers and list what was not applied.
+    BestEffort,
+}
+
+/// Kernel sandbox settings (consumed by `crate::sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxPolicy {
+    pub enforcement: Enforcement,
+    /// Extra read+execute paths (toolchains). Missing ones are skipped.
+    pub read: Vec<String>,
+    /// Extra read+write paths besides the root and the per-run home.
+    pub write: Vec<String>,
+    /// Loopback TCP ports the child may connect to. Empty: no network.
+    pub connect_ports: Vec<u16>,
+    /// Loopback TCP ports the child may bind.
+    pub bind_ports: Vec<u16>,
+    /// User name or numeric uid for the child when the supervisor is root.
+    /// None: the root directory's owner if not root, else `nobody`.
+    pub run_as: Option<String>,
+    pub allow_root_child: bool,
+    pub rlimit_nofile: u64,
+    pub rlimit_fsize_bytes: u64,
+    pub rlimit_as_bytes: u64,
+    pub rlimit_nproc: u64,
+    pub rlimit_cpu_seconds: u64,
+    /// cgroup `pids.max` when a cgroup can be created.
+    pub pids_max: u64,
+    /// cgroup memory limit when a cgroup can be created; 0: none.
+    pub memory_max_bytes: u64,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        SandboxPolicy {
+            enforcement: Enforcement::Strict,
+            read: Vec::new(),
+            write: Vec::new(),
+            connect_ports: Vec::new(),
+            bind_ports: Vec::new(),
+            run_as: None,
+            allow_root_child: false,
+            rlimit_nofile: 1024,
+            rlimit_fsize_bytes: 1 << 30,
+            rlimit_as_bytes: 8 << 30,
+            rlimit_nproc: 512,
+            rlimit_cpu_seconds: 600,
+            pids_max: 256,
+            memory_max_bytes: 0,
+        }
+    }
+}
+
+/// Per-session side-effect budget (daemon).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetPolicy {
+    pub max_mutating_runs: u64,
+    pub max_wall_ms: u64,
+}
+
+impl Default for BudgetPolicy {
+    fn default() -> Self {
+        BudgetPolicy { max_mutating_runs: 500, max_wall_ms: 3_600_000 }
+    }
+}
+
+/// Who may connect to the daemon.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonPolicy {
+    /// Peer uids allowed; empty means only the daemon's own uid.
+    pub allowed_uids: Vec<u32>,
+    /// Group name that gets the socket with mode 0660 instead of 0600.
+    pub socket_group: Option<String>,
+}
+
+/// What traces keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracePolicy {
+    /// Store full (redacted) arguments and outputs, as replay needs.
+    pub record_full: bool,
+}
+
+/// Where a decision is made: the canonical root and the working directory
+/// inside it, against which relative paths are resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub root: &'a std::path::Path,
+    pub cwd: &'a std::path::Path,
+}
+
+/// A loaded, validated policy. Built only by `Policy::load`/`Policy::parse`,
+/// so every `Policy` in the program has passed its own examples.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub name: String,
+    /// SHA-256 (hex) of the file's bytes: traces and replay bind to it.
+    pub sha256: String,
+    /// Where it was loaded from (for messages).
+    pub origin: String,
+    /// Verdict for a command no rule matches.
+    pub default: Verdict,
+    pub limits: Limits,
+    pub env: EnvPolicy,
+    pub sandbox: SandboxPolicy,
+    pub budget: BudgetPolicy,
+    pub daemon: DaemonPolicy,
+    pub trace: TracePolicy,
+}

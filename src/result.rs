@@ -1,0 +1,244 @@
+//! The one structured answer every call produces, whatever the transport.
+//!
+//! A model reads `ok`, `error_type`, `recoverable` and `suggestion` to decide
+//! its next step, so `ErrorType` is a stable, closed vocabulary and every kind
+//! carries advice it can act on. The JSON shape is documented in
+//! `docs/tool-result.md` and `docs/tool-result.schema.json`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{RiskLevel, Verdict};
+
+/// Bumped whenever a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Why a call did not succeed. Serialized in SCREAMING_SNAKE_CASE and never
+/// renamed: models and clients match on these strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorType {
+    InvalidArguments,
+    ParseError,
+    PermissionDenied,
+    ApprovalRequired,
+    CommandNotFound,
+    CommandTimeout,
+    NonzeroExit,
+    KilledBySignal,
+    OutputLimit,
+    SandboxViolation,
+    SandboxUnavailable,
+    BudgetExhausted,
+    Busy,
+    Cancelled,
+    UnrecordedCall,
+    InternalError,
+}
+
+impl ErrorType {
+    /// Whether the same agent can reasonably get to success by changing what
+    /// it sends (or by waiting), as opposed to needing a human or a new policy.
+    pub fn recoverable(self) -> bool {
+        match self {
+            ErrorType::InvalidArguments
+            | ErrorType::ParseError
+            | ErrorType::CommandNotFound
+            | ErrorType::CommandTimeout
+            | ErrorType::NonzeroExit
+            | ErrorType::OutputLimit
+            | ErrorType::Busy
+            | ErrorType::PermissionDenied
+            | ErrorType::SandboxViolation
+            | ErrorType::KilledBySignal => true,
+            ErrorType::ApprovalRequired
+            | ErrorType::SandboxUnavailable
+            | ErrorType::BudgetExhausted
+            | ErrorType::Cancelled
+            | ErrorType::UnrecordedCall
+            | ErrorType::InternalError => false,
+        }
+    }
+
+    /// Advice a model can act on without further context.
+    pub fn suggestion(self) -> &'static str {
+        match self {
+            ErrorType::InvalidArguments => {
+                "Fix the named field (type, length or allowed value) and send the request again."
+            }
+            ErrorType::ParseError => {
+                "The command is not valid shell: close every quote and bracket, or send a simpler command."
+            }
+            ErrorType::PermissionDenied => {
+                "The policy refuses this command. Do not retry it as is; use a path inside the project root or an allowed command instead."
+            }
+            ErrorType::ApprovalRequired => {
+                "A human must approve this command. Ask the user, or use an allowed alternative."
+            }
+            ErrorType::CommandNotFound => {
+                "The program is not installed or not on the policy's PATH. Check the spelling or use another tool."
+            }
+            ErrorType::CommandTimeout => {
+                "The command ran past its deadline and was killed with all its children. Narrow it (fewer files, a filter) or ask for a longer timeout within the policy's maximum."
+            }
+            ErrorType::NonzeroExit => {
+                "The command ran and failed. Read stderr and fix the cause before retrying."
+            }
+            ErrorType::KilledBySignal => {
+                "The command was killed by a signal (crash or resource limit). Read stderr; retrying unchanged will likely fail the same way."
+            }
+            ErrorType::OutputLimit => {
+                "The command printed more than the hard output limit and was stopped. Filter its output (grep, head, a narrower path)."
+            }
+            ErrorType::SandboxViolation => {
+                "The sandbox blocked an operation (a path outside the root, the network, or a privileged call). Stay inside the project root and work offline."
+            }
+            ErrorType::SandboxUnavailable => {
+                "The kernel sandbox could not be set up on this host, so nothing ran. An operator must fix the host or the policy's enforcement setting."
+            }
+            ErrorType::BudgetExhausted => {
+                "This session's side-effect budget is spent. Stop making changes and report to the user."
+            }
+            ErrorType::Busy => "The server is at capacity. Wait briefly and retry the same request.",
+            ErrorType::Cancelled => "The call was cancelled before it finished; nothing more will run for it.",
+            ErrorType::UnrecordedCall => {
+                "Replay has no recorded result for this call. The session diverged from the recording."
+            }
+            ErrorType::InternalError => {
+                "agent-exec failed internally. Report the message to the operator; retrying may not help."
+            }
+        }
+    }
+
+    /// The process exit status the CLI uses for this outcome (coreutils
+    /// `timeout`/`env` conventions), when the child's own status does not apply.
+    pub fn cli_exit_code(self) -> i32 {
+        match self {
+            ErrorType::CommandTimeout => 124,
+            ErrorType::PermissionDenied | ErrorType::ApprovalRequired | ErrorType::BudgetExhausted => {
+                126
+            }
+            ErrorType::CommandNotFound => 127,
+            _ => 125,
+        }
+    }
+}
+
+/// How the kernel layers were applied to the child. Filled by the sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSummary {
+    /// Landlock ABI version the kernel offers (0: none).
+    pub landlock_abi: u32,
+    /// `full`, `partial` or `none`.
+    pub landlock: String,
+    pub seccomp: bool,
+    pub no_new_privs: bool,
+    /// `none`, or `loopback:PORT,...`.
+    pub network: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Limits actually applied, e.g. `rlimit_nofile=1024`, `cgroup_pids_max=256`.
+    pub limits: Vec<String>,
+    /// Layers that were requested but could not be applied (best-effort only).
+    pub not_applied: Vec<String>,
+}
+
+/// One call's answer. Field order is the order a model reads best: verdict
+/// first, then output, then detail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub schema_version: u32,
+    /// The caller's request id (daemon), echoed so out-of-order answers match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<serde_json::Value>,
+    pub call_id: String,
+    pub ok: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub error_type: Option<ErrorType>,
+    pub message: String,
+    pub recoverable: bool,
+    pub suggestion: Option<String>,
+    pub policy_decision: Option<Verdict>,
+    pub risk_level: Option<RiskLevel>,
+    pub risk_reason: Option<String>,
+    pub matched_rule: Option<String>,
+    /// The token (argument, path, operator) that decided, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    pub approval_required: bool,
+    pub approved: Option<bool>,
+    /// Names, never values, of variables withheld from the child.
+    pub env_scrubbed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSummary>,
+    /// True when an idempotency key matched an earlier call and nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+}
+
+impl ToolResult {
+    /// A result for a call that never reached execution.
+    pub fn refusal(call_id: impl Into<String>, error_type: ErrorType, message: impl Into<String>) -> Self {
+        ToolResult {
+            schema_version: SCHEMA_VERSION,
+            id: None,
+            call_id: call_id.into(),
+            ok: false,
+            exit_code: None,
+            signal: None,
+            duration_ms: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            error_type: Some(error_type),
+            message: message.into(),
+            recoverable: error_type.recoverable(),
+            suggestion: Some(error_type.suggestion().to_string()),
+            policy_decision: None,
+            risk_level: None,
+            risk_reason: None,
+            matched_rule: None,
+            decided_by: None,
+            approval_required: false,
+            approved: None,
+            env_scrubbed: Vec::new(),
+            sandbox: None,
+            duplicate: false,
+        }
+    }
+
+    /// Sets the error kind together with the fields derived from it, so they
+    /// can never disagree.
+    pub fn set_error(&mut self, error_type: ErrorType, message: impl Into<String>) {
+        self.ok = false;
+        self.error_type = Some(error_type);
+        self.message = message.into();
+        self.recoverable = error_type.recoverable();
+        self.suggestion = Some(error_type.suggestion().to_string());
+    }
+
+    /// The CLI's exit status for this result.
+    pub fn cli_exit_code(&self) -> i32 {
+        match self.error_type {
+            None => self.exit_code.unwrap_or(0),
+            Some(ErrorType::NonzeroExit) => self.exit_code.unwrap_or(1),
+            Some(ErrorType::KilledBySignal) => 128 + self.signal.unwrap_or(0),
+            Some(ErrorType::SandboxViolation) => match (self.exit_code, self.signal) {
+                (Some(code), _) => code,
+                (None, Some(sig)) => 128 + sig,
+                (None, None) => 125,
+            },
+            Some(other) => other.cli_exit_code(),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The service core: request → decision → sandboxed run → ToolResult → trace.

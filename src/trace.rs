@@ -1,0 +1,1 @@
+//! Traces: JSONL evidence of every call, decision and result.
