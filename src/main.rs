@@ -1,1 +1,572 @@
-fn main() {}
+//! The `agent-exec` command line: a thin edge over the library's service.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use agent_exec::exec::CancelToken;
+use agent_exec::policy::Policy;
+use agent_exec::request::{CommandSpec, RunRequest};
+use agent_exec::result::{ErrorType, ToolResult};
+use agent_exec::service::{self, Approver, Replay, Service, ServiceConfig};
+use agent_exec::trace::{self, ReplayMode, TraceHeader, TraceOptions, Tracer};
+
+const AFTER_HELP: &str = "\
+Exit status (coreutils timeout/env conventions):
+  the command's own status when it ran
+  124  the command timed out (it and all its children were killed)
+  125  agent-exec itself failed: usage, invalid policy, sandbox unavailable
+  126  refused: denied by policy, approval required, or budget exhausted
+  127  command not found
+
+Output: exactly one JSON ToolResult on stdout (see docs/tool-result.md);
+--format human prints the command's output and a one-line summary instead.
+
+Examples:
+  agent-exec --policy policies/code.toml -- git status
+  agent-exec --policy policies/code.toml --shell 'grep -rn TODO src | head'
+  agent-exec check --policy policies/code.toml --shell 'cat /etc/passwd'
+  agent-exec policy validate policies/code.toml
+  agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "agent-exec",
+    version,
+    about = "Run a shell command for an AI agent under a policy and a kernel sandbox; print one structured ToolResult.",
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args, Debug)]
+struct Target {
+    /// The policy file (TOML). Required: no policy, no run.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Project root the command is confined to (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Working directory inside the root.
+    #[arg(long, value_name = "SUBDIR")]
+    cwd: Option<String>,
+    /// Run a command given as one shell string (what agents send).
+    #[arg(long, value_name = "STRING", conflicts_with = "argv")]
+    shell: Option<String>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    argv: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Wall-clock limit in milliseconds (can only tighten the policy's).
+    #[arg(long, value_name = "N")]
+    timeout_ms: Option<u64>,
+    /// Characters kept per output stream (can only tighten the policy's).
+    #[arg(long, value_name = "N")]
+    output_chars: Option<usize>,
+    /// Text passed to the command on standard input.
+    #[arg(long, value_name = "TEXT")]
+    stdin: Option<String>,
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
+    /// Who approves commands the policy marks require_approval.
+    #[arg(long, value_enum, default_value_t = ApproveMode::Never)]
+    approve: ApproveMode,
+    /// Append a trace (JSONL) of this call to FILE.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Like --trace, and keep full (redacted) arguments and results for replay.
+    #[arg(long, value_name = "FILE", conflicts_with = "trace")]
+    record: Option<PathBuf>,
+    /// Answer from a recorded trace instead of running.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = ReplayModeArg::Strict, requires = "replay")]
+    replay_mode: ReplayModeArg,
+    /// In lenient replay, let unrecorded mutating calls run for real.
+    #[arg(long, requires = "replay")]
+    allow_live_writes: bool,
+    /// Idempotency and budget state directory.
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Idempotency key (with --state): a repeated key returns the stored result.
+    #[arg(long, value_name = "KEY", requires = "state")]
+    idempotency_key: Option<String>,
+    /// Session name for budgets and traces.
+    #[arg(long, value_name = "NAME")]
+    session: Option<String>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Json,
+    Human,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum ApproveMode {
+    /// Refuse (APPROVAL_REQUIRED).
+    Never,
+    /// Ask on the terminal.
+    Tty,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum ReplayModeArg {
+    Strict,
+    Lenient,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the policy decision for a command; run nothing.
+    Check(Target),
+    /// Policy tools.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+    /// Serve the run_shell tool over a Unix socket.
+    Serve(agent_exec::serve::ServeOptions),
+    /// Check a trace's invariants; exit 1 when one fails.
+    Audit {
+        #[arg(long)]
+        json: bool,
+        /// Same tool and arguments this many times in one run is a retry storm.
+        #[arg(long, default_value_t = 3)]
+        retry_threshold: usize,
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+    },
+    /// Tell a trace as a readable story.
+    Replay {
+        trace: PathBuf,
+        /// Colour: auto (on a terminal), always or never.
+        #[arg(long, default_value = "auto")]
+        color: String,
+    },
+    /// Run a task set against a policy and report per check.
+    Eval(EvalArgs),
+}
+
+#[derive(Args, Debug)]
+struct EvalArgs {
+    /// Task file (JSONL).
+    tasks: PathBuf,
+    /// Policy to evaluate (default: the one each task names, else policies/code.toml).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// An earlier report: show which tasks got better or worse.
+    #[arg(long, value_name = "OLD_REPORT")]
+    compare: Option<PathBuf>,
+    /// Write the JSON report here (it is printed to stdout otherwise).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Only tasks whose id contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum PolicyCmd {
+    /// Load a policy, lint it and check its embedded examples.
+    Validate { file: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 125 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let code = match cli.command {
+        None => run(cli.run),
+        Some(Command::Check(t)) => check(t),
+        Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
+        Some(Command::Serve(args)) => agent_exec::serve::main(args),
+        Some(Command::Audit {
+            json,
+            retry_threshold,
+            traces,
+        }) => audit(&traces, json, retry_threshold),
+        Some(Command::Replay { trace, color }) => story(&trace, &color),
+        Some(Command::Eval(args)) => eval(args),
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Prints a result the way the user asked and returns the exit status.
+fn emit(result: &ToolResult, format: Format) -> i32 {
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Json => {
+            let line = serde_json::to_string(result).unwrap_or_else(|e| {
+                format!(r#"{{"ok":false,"error_type":"INTERNAL_ERROR","message":"cannot serialize the result: {e}"}}"#)
+            });
+            let _ = writeln!(out, "{line}");
+        }
+        Format::Human => {
+            let _ = out.write_all(result.stdout.as_bytes());
+            let _ = out.flush();
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(result.stderr.as_bytes());
+            let _ = writeln!(err, "{}", summary_line(result));
+        }
+    }
+    result.cli_exit_code()
+}
+
+fn summary_line(r: &ToolResult) -> String {
+    let mut s = String::from("agent-exec: ");
+    match r.error_type {
+        None => s.push_str(&format!("ok, exit 0, {} ms", r.duration_ms)),
+        Some(e) => {
+            let name = serde_json::to_value(e)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            s.push_str(&format!("{name}: {}", r.message));
+            if let Some(rule) = &r.matched_rule {
+                s.push_str(&format!(" [rule {rule}]"));
+            }
+            if let Some(sugg) = &r.suggestion {
+                s.push_str(&format!(" — {sugg}"));
+            }
+        }
+    }
+    if r.stdout_truncated || r.stderr_truncated {
+        s.push_str(&format!(
+            " (output truncated: {} + {} bytes)",
+            r.stdout_bytes, r.stderr_bytes
+        ));
+    }
+    s
+}
+
+fn fail(error_type: ErrorType, message: String, format: Format) -> i32 {
+    let r = ToolResult::refusal("none", error_type, message);
+    if format == Format::Human {
+        eprintln!("{}", summary_line(&r));
+        r.cli_exit_code()
+    } else {
+        eprintln!("agent-exec: {}", r.message);
+        emit(&r, format)
+    }
+}
+
+fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
+    let Some(path) = path else {
+        return Err("no policy given: pass --policy FILE (no policy, no run)".into());
+    };
+    Policy::load(path).map_err(|e| e.to_string())
+}
+
+fn command_of(t: &Target) -> Result<CommandSpec, String> {
+    match (&t.shell, t.argv.is_empty()) {
+        (Some(s), true) => Ok(CommandSpec::Shell(s.clone())),
+        (None, false) => Ok(CommandSpec::Argv(t.argv.clone())),
+        (Some(_), false) => Err("give either --shell STRING or -- PROGRAM ARGS, not both".into()),
+        (None, true) => Err("no command: give --shell STRING or -- PROGRAM ARGS".into()),
+    }
+}
+
+fn root_of(t: &Target) -> PathBuf {
+    t.root.clone().unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn run(a: RunArgs) -> i32 {
+    let format = a.format;
+    let command = match command_of(&a.target) {
+        Ok(c) => c,
+        Err(m) => return fail(ErrorType::InvalidArguments, m, format),
+    };
+    let policy = match load_policy(a.target.policy.as_deref()) {
+        Ok(p) => p,
+        Err(m) => return fail(ErrorType::PolicyError, m, format),
+    };
+    let mut cfg = ServiceConfig::new(policy, root_of(&a.target));
+    cfg.approver = match a.approve {
+        ApproveMode::Never => Approver::None,
+        ApproveMode::Tty => Approver::Tty,
+    };
+    cfg.state_dir = a.state.clone();
+    let trace_path = a.record.as_ref().or(a.trace.as_ref());
+    if let Some(path) = trace_path {
+        let header = TraceHeader {
+            policy_name: cfg.policy.name.clone(),
+            policy_sha256: cfg.policy.sha256.clone(),
+            tool_schema_sha256: service::tool_schema_sha256(),
+            landlock_abi: agent_exec::sandbox::landlock::probe_abi(),
+        };
+        let opts = TraceOptions {
+            record_full: a.record.is_some() || cfg.policy.trace.record_full,
+            secret_names: secret_names(&cfg.policy),
+            rotate_bytes: None,
+        };
+        match Tracer::create(path, header, opts) {
+            Ok(t) => cfg.tracer = Some(Arc::new(t)),
+            Err(e) => {
+                return fail(
+                    ErrorType::InvalidArguments,
+                    format!("--trace {}: {e}", path.display()),
+                    format,
+                );
+            }
+        }
+    }
+    if let Some(path) = &a.replay {
+        let mode = match a.replay_mode {
+            ReplayModeArg::Strict => ReplayMode::Strict,
+            ReplayModeArg::Lenient => ReplayMode::Lenient,
+        };
+        match trace::Replayer::load(
+            path,
+            mode,
+            &cfg.policy.sha256,
+            &service::tool_schema_sha256(),
+        ) {
+            Ok(replayer) => {
+                cfg.replay = Some(Replay {
+                    replayer,
+                    lenient: a.replay_mode == ReplayModeArg::Lenient,
+                    allow_live_writes: a.allow_live_writes,
+                })
+            }
+            Err(e) => {
+                return fail(
+                    ErrorType::InvalidArguments,
+                    format!("--replay {}: {e}", path.display()),
+                    format,
+                );
+            }
+        }
+    }
+    let service = match Service::new(cfg) {
+        Ok(s) => s,
+        Err(service::ServiceError::Sandbox(e)) => {
+            return fail(
+                ErrorType::SandboxUnavailable,
+                format!("sandbox unavailable, nothing ran: {e}"),
+                format,
+            );
+        }
+        Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), format),
+    };
+    let mut req = RunRequest::new(command);
+    req.cwd = a.target.cwd.clone();
+    req.timeout_ms = a.timeout_ms;
+    req.output_chars = a.output_chars;
+    req.stdin = a.stdin.clone();
+    req.session = a.session.clone();
+    req.idempotency_key = a.idempotency_key.clone();
+    let cancel = CancelToken::new();
+    let result = service.call(req, &cancel);
+    if let Some(summary) = service.replay_summary()
+        && format == Format::Human
+    {
+        eprintln!("agent-exec: replay: {summary}");
+    }
+    emit(&result, format)
+}
+
+fn secret_names(policy: &Policy) -> Vec<String> {
+    let Ok(re) = regex::RegexBuilder::new(&policy.env.secret_pattern)
+        .case_insensitive(true)
+        .build()
+    else {
+        return Vec::new();
+    };
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.to_str().map(str::to_string))
+        .filter(|k| re.is_match(k))
+        .collect()
+}
+
+fn check(t: Target) -> i32 {
+    let command = match command_of(&t) {
+        Ok(c) => c,
+        Err(m) => return fail(ErrorType::InvalidArguments, m, Format::Json),
+    };
+    let policy = match load_policy(t.policy.as_deref()) {
+        Ok(p) => p,
+        Err(m) => return fail(ErrorType::PolicyError, m, Format::Json),
+    };
+    let root = match std::fs::canonicalize(root_of(&t)) {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                ErrorType::InvalidArguments,
+                format!("--root: {e}"),
+                Format::Json,
+            );
+        }
+    };
+    let cwd = match &t.cwd {
+        None => root.clone(),
+        Some(c) => match std::fs::canonicalize(root.join(c)) {
+            Ok(p) if p.starts_with(&root) => p,
+            Ok(p) => {
+                return fail(
+                    ErrorType::PermissionDenied,
+                    format!("--cwd {c:?} resolves to {} outside the root", p.display()),
+                    Format::Json,
+                );
+            }
+            Err(e) => {
+                return fail(
+                    ErrorType::InvalidArguments,
+                    format!("--cwd {c:?}: {e}"),
+                    Format::Json,
+                );
+            }
+        },
+    };
+    let ctx = agent_exec::policy::Context {
+        root: &root,
+        cwd: &cwd,
+    };
+    match policy.decide(&command, &ctx) {
+        Ok(d) => {
+            let out = serde_json::json!({
+                "decision": d.verdict,
+                "rule": d.rule,
+                "risk_level": d.risk,
+                "reason": d.reason,
+                "token": d.token,
+                "read_only": d.read_only,
+                "needs_shell": d.needs_shell,
+                "policy": policy.name,
+            });
+            println!("{out}");
+            match d.verdict {
+                agent_exec::policy::Verdict::Allow => 0,
+                _ => 126,
+            }
+        }
+        Err(e) => fail(
+            ErrorType::ParseError,
+            format!("cannot parse the command: {e}"),
+            Format::Json,
+        ),
+    }
+}
+
+fn validate(file: &Path) -> i32 {
+    match Policy::load(file) {
+        Ok(p) => {
+            let warnings = p.lint();
+            for w in &warnings {
+                println!("warning: {w}");
+            }
+            println!(
+                "{}: policy {:?} is valid ({} warning{}), sha256 {}",
+                file.display(),
+                p.name,
+                warnings.len(),
+                if warnings.len() == 1 { "" } else { "s" },
+                p.sha256
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("agent-exec: {e}");
+            125
+        }
+    }
+}
+
+fn audit(traces: &[PathBuf], json: bool, retry_threshold: usize) -> i32 {
+    let opts = trace::AuditOptions {
+        retry_threshold,
+        ..Default::default()
+    };
+    let report = trace::audit(traces, &opts);
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("agent-exec: {e}");
+                return 125;
+            }
+        }
+    } else {
+        print!("{report}");
+    }
+    if report.failed() { 1 } else { 0 }
+}
+
+fn story(path: &Path, color: &str) -> i32 {
+    use std::io::IsTerminal;
+    let color = match color {
+        "always" => true,
+        "never" => false,
+        _ => std::io::stdout().is_terminal(),
+    };
+    let mut out = std::io::stdout().lock();
+    match trace::story(path, &mut out, color) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("agent-exec: {}: {e}", path.display());
+            125
+        }
+    }
+}
+
+fn eval(a: EvalArgs) -> i32 {
+    let binary = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("agent-exec eval: cannot find its own binary: {e}");
+            return 125;
+        }
+    };
+    let mut opts = agent_exec::eval::EvalOptions::new(binary);
+    opts.policy = a.policy;
+    opts.compare = a.compare;
+    opts.filter = a.filter;
+    let report = match agent_exec::eval::run_eval(&a.tasks, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agent-exec eval: {e}");
+            return 125;
+        }
+    };
+    let json = match serde_json::to_string_pretty(&report) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("agent-exec eval: {e}");
+            return 125;
+        }
+    };
+    match &a.out {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, json + "\n") {
+                eprintln!("agent-exec eval: {}: {e}", path.display());
+                return 125;
+            }
+        }
+        None => println!("{json}"),
+    }
+    eprintln!(
+        "agent-exec eval: {}: {}/{} passed ({:.1}%)",
+        a.tasks.display(),
+        report.passed,
+        report.total,
+        report.pass_rate * 100.0
+    );
+    if report.all_passed() { 0 } else { 1 }
+}

@@ -32,6 +32,8 @@ pub enum ErrorType {
     Busy,
     Cancelled,
     UnrecordedCall,
+    /// The policy file is missing or invalid, so nothing can run.
+    PolicyError,
     InternalError,
 }
 
@@ -55,6 +57,7 @@ impl ErrorType {
             | ErrorType::BudgetExhausted
             | ErrorType::Cancelled
             | ErrorType::UnrecordedCall
+            | ErrorType::PolicyError
             | ErrorType::InternalError => false,
         }
     }
@@ -103,6 +106,9 @@ impl ErrorType {
             ErrorType::UnrecordedCall => {
                 "Replay has no recorded result for this call. The session diverged from the recording."
             }
+            ErrorType::PolicyError => {
+                "The policy is missing or invalid, so nothing ran. An operator must fix the file named in the message."
+            }
             ErrorType::InternalError => {
                 "agent-exec failed internally. Report the message to the operator; retrying may not help."
             }
@@ -140,6 +146,10 @@ pub struct SandboxSummary {
     pub limits: Vec<String>,
     /// Layers that were requested but could not be applied (best-effort only).
     pub not_applied: Vec<String>,
+    /// Setup problems that do not stop the run, e.g. the child user cannot
+    /// write the root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One call's answer. Field order is the order a model reads best: verdict

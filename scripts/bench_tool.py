@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""Measurement and reporting helpers for scripts/bench-*.sh.
+
+Standard library only. Each subcommand writes its raw numbers as JSON (the
+chart and BENCHMARKS.md are built from those files) and prints a Markdown
+table. Every figure is reported next to its baseline from the same run,
+because on a small shared machine only same-run ratios are comparable.
+
+  machine                                   host description (JSON)
+  hyperfine GROUP BASELINE OUT PASS.json..  combine hyperfine passes
+  client-table OUT FILE..                   table of bench_client JSON files
+  policy-copy SRC DST TABLE.KEY=VALUE..     copy a policy, overriding keys
+  output ...                                1 GB drain and hard-cap stop
+  timeout ...                               timeout precision and survivors
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs, p):
+    """Nearest-rank percentile."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    rank = max(1, min(len(s), int(-(-p * len(s) // 100))))
+    return s[rank - 1]
+
+
+def fmt_ms(x):
+    if x != x:  # NaN
+        return "n/a"
+    return f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
+def table(headers, rows):
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+def write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+# ---------------------------------------------------------------------------
+# machine
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    landlock = None
+    try:
+        # The ABI version is only visible through the syscall; the LSM list
+        # at least says whether Landlock is on.
+        with open("/sys/kernel/security/lsm", encoding="utf-8") as f:
+            landlock = "landlock" in f.read()
+    except OSError:
+        pass
+    cg = "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1/hybrid"
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "landlock_lsm": landlock,
+        "cgroup": cg,
+    }
+
+
+# ---------------------------------------------------------------------------
+# hyperfine
+
+
+def hyperfine(group, baseline, out, passes):
+    """Combines passes of one hyperfine group (same commands, any order).
+
+    Medians are given per pass and over all runs; ratios to the baseline are
+    taken within each pass first, so a slow phase of the machine during one
+    pass does not leak into the ratio, and the reported ratio is the mean of
+    the per-pass ratios.
+    """
+    per_cmd = {}
+    order = []
+    for i, path in enumerate(passes):
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        for r in data["results"]:
+            name = r["command"]
+            if name not in per_cmd:
+                per_cmd[name] = {"passes": [], "times": []}
+                order.append(name)
+            per_cmd[name]["passes"].append(median(r["times"]) * 1000)
+            per_cmd[name]["times"].extend(t * 1000 for t in r["times"])
+    if baseline not in per_cmd:
+        sys.exit(f"baseline {baseline!r} not among {order}")
+    base = per_cmd[baseline]
+    rows = []
+    summary = {"group": group, "baseline": baseline, "commands": []}
+    for name in order:
+        c = per_cmd[name]
+        ratios = [m / b for m, b in zip(c["passes"], base["passes"])]
+        entry = {
+            "name": name,
+            "median_ms": median(c["times"]),
+            "p90_ms": pct(c["times"], 90),
+            "pass_median_ms": c["passes"],
+            "ratio": statistics.fmean(ratios) if ratios else float("nan"),
+            "pass_ratio": ratios,
+            "runs": len(c["times"]),
+        }
+        summary["commands"].append(entry)
+        rows.append(
+            [
+                name,
+                fmt_ms(entry["median_ms"]),
+                " / ".join(fmt_ms(m) for m in c["passes"]),
+                fmt_ms(entry["p90_ms"]),
+                f"{entry['ratio']:.2f}x",
+                " / ".join(f"{r:.2f}" for r in ratios),
+            ]
+        )
+    write_json(out, summary)
+    print(f"\n### {group} (baseline: {baseline})\n")
+    print(
+        table(
+            ["command", "median ms", "median per pass", "p90 ms", "ratio to baseline", "per pass"],
+            rows,
+        )
+    )
+    return summary
+
+
+# ---------------------------------------------------------------------------
+# bench_client results
+
+
+def client_table(out, files):
+    results = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            results.append(json.load(f))
+    write_json(out, results)
+    rows = []
+    for r in results:
+        if r.get("mode") == "seq":
+            d = r["daemon"]
+            rows.append(
+                [
+                    "daemon, 1 connection, sequential",
+                    fmt_ms(d["median_ms"]),
+                    fmt_ms(d["p99_ms"]),
+                    "",
+                    r["failures"],
+                ]
+            )
+            if "bare" in r:
+                b = r["bare"]
+                rows.append(["bare spawn (interleaved)", fmt_ms(b["median_ms"]), fmt_ms(b["p99_ms"]), "", 0])
+                rows.append(
+                    [
+                        "daemon cost over bare spawn",
+                        f"{r['overhead_median_ms']:.3f} (paired {r['overhead_paired_median_ms']:.3f})",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+        else:
+            lat = r["latency"]
+            label = f"{r['mode']}, {r['clients']} clients"
+            rows.append(
+                [label, fmt_ms(lat["median_ms"]), fmt_ms(lat["p99_ms"]), f"{r['runs_per_s']:.0f}", r["failures"]]
+            )
+    print(table(["what", "median ms", "p99 ms", "runs/s", "failures"], rows))
+
+
+# ---------------------------------------------------------------------------
+# policy copies
+
+
+def policy_copy(src, dst, overrides):
+    """Copies a policy with `table.key = value` lines replaced or added.
+
+    A text edit rather than a TOML round trip, so the copy keeps the
+    original's comments, examples and layout (its hash changes, as it must).
+    """
+    with open(src, encoding="utf-8") as f:
+        text = f.read()
+    for ov in overrides:
+        key_path, value = ov.split("=", 1)
+        tbl, key = key_path.rsplit(".", 1)
+        header = re.compile(r"^\[" + re.escape(tbl) + r"\]\s*(#.*)?$", re.M)
+        m = header.search(text)
+        line = f"{key} = {value}"
+        if not m:
+            text = text.rstrip("\n") + f"\n\n[{tbl}]\n{line}\n"
+            continue
+        start = m.end()
+        nxt = re.compile(r"^\[", re.M).search(text, start)
+        end = nxt.start() if nxt else len(text)
+        body = text[start:end]
+        key_re = re.compile(r"^\s*" + re.escape(key) + r"\s*=.*$", re.M)
+        if key_re.search(body):
+            body = key_re.sub(line, body, count=1)
+        else:
+            body = "\n" + line + body
+        text = text[:start] + body + text[end:]
+    with open(dst, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------------------
+# running agent-exec
+
+
+def run_cli(argv, time_v=None):
+    """Runs one command; returns (wall_ms, returncode, stdout, max_rss_kib)."""
+    full = list(argv)
+    tf = None
+    if time_v:
+        tf = tempfile.NamedTemporaryFile(prefix="time-v-", delete=False)
+        tf.close()
+        full = [time_v, "-v", "-o", tf.name] + full
+    t0 = time.perf_counter_ns()
+    p = subprocess.run(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wall = (time.perf_counter_ns() - t0) / 1e6
+    rss = None
+    if tf:
+        try:
+            with open(tf.name, encoding="utf-8") as f:
+                for line in f:
+                    if "Maximum resident set size" in line:
+                        rss = int(line.rsplit(":", 1)[1])
+        finally:
+            os.unlink(tf.name)
+    return wall, p.returncode, p.stdout, rss
+
+
+def parse_result(stdout):
+    try:
+        return json.loads(stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def describe(res, rc):
+    if res is None:
+        return f"no JSON result (exit {rc})"
+    return f"ok={res.get('ok')} error_type={res.get('error_type')} message={res.get('message')!r}"
+
+
+# ---------------------------------------------------------------------------
+# 1 GB output
+
+
+def output(a):
+    n = a.bytes
+    # GNU time, not the shell keyword: it reports the peak RSS.
+    time_v = "/usr/bin/time" if os.path.exists("/usr/bin/time") else None
+    ae = [a.ae, "--policy", a.policy, "--root", a.root, "--shell", f"head -c {n} /dev/zero"]
+    bare = ["sh", "-c", f"head -c {n} /dev/zero | cat > /dev/null"]
+    res_ok = None
+    rows = {"bare": [], "agent": []}
+    for i in range(a.runs):
+        # Interleaved, so both see the same phases of a noisy machine.
+        w, rc, _, rss = run_cli(bare, time_v)
+        rows["bare"].append({"wall_ms": w, "max_rss_kib": rss, "rc": rc})
+        w, rc, so, rss = run_cli(ae, time_v)
+        res = parse_result(so)
+        ok = bool(res and res.get("ok") and res.get("stdout_bytes") == n)
+        if not ok:
+            print(f"agent-exec 1 GB run failed: {describe(res, rc)}", file=sys.stderr)
+        res_ok = ok if res_ok is None else (res_ok and ok)
+        rows["agent"].append(
+            {
+                "wall_ms": w,
+                "max_rss_kib": rss,
+                "rc": rc,
+                "ok": ok,
+                "stdout_bytes": res and res.get("stdout_bytes"),
+            }
+        )
+
+    # Hard cap: the same endless writer against a capped policy, next to a
+    # writer that stops by itself just under the cap. Both produce about
+    # `cap` bytes; the difference in wall time is the cost of noticing the
+    # crossing, killing the child and returning.
+    cap_rows = {"under": [], "over": []}
+    if a.capped_policy:
+        under = max(1, a.cap - 64 * 1024)
+        ae_under = [a.ae, "--policy", a.capped_policy, "--root", a.root, "--shell", f"head -c {under} /dev/zero"]
+        ae_over = [a.ae, "--policy", a.capped_policy, "--root", a.root, "--shell", f"head -c {n} /dev/zero"]
+        for i in range(a.cap_runs):
+            w, rc, so, _ = run_cli(ae_under)
+            res = parse_result(so)
+            cap_rows["under"].append({"wall_ms": w, "ok": bool(res and res.get("ok")), "rc": rc})
+            if not (res and res.get("ok")):
+                print(f"under-cap run failed: {describe(res, rc)}", file=sys.stderr)
+            w, rc, so, _ = run_cli(ae_over)
+            res = parse_result(so)
+            cap_rows["over"].append(
+                {
+                    "wall_ms": w,
+                    "rc": rc,
+                    "error_type": res and res.get("error_type"),
+                    "stdout_bytes": res and res.get("stdout_bytes"),
+                    "stderr_bytes": res and res.get("stderr_bytes"),
+                }
+            )
+            if not (res and res.get("error_type") == "OUTPUT_LIMIT"):
+                print(f"over-cap run not stopped for OUTPUT_LIMIT: {describe(res, rc)}", file=sys.stderr)
+
+    bw = [r["wall_ms"] for r in rows["bare"]]
+    aw = [r["wall_ms"] for r in rows["agent"]]
+    arss = [r["max_rss_kib"] for r in rows["agent"] if r["max_rss_kib"] is not None]
+    brss = [r["max_rss_kib"] for r in rows["bare"] if r["max_rss_kib"] is not None]
+    summary = {
+        "bytes": n,
+        "runs": a.runs,
+        "bare_wall_ms": median(bw),
+        "agent_wall_ms": median(aw),
+        "wall_ratio": median(aw) / median(bw) if bw else float("nan"),
+        "bare_mb_per_s": n / 1e6 / (median(bw) / 1000) if bw else float("nan"),
+        "agent_mb_per_s": n / 1e6 / (median(aw) / 1000) if aw else float("nan"),
+        "agent_peak_rss_mib": max(arss) / 1024 if arss else None,
+        "bare_peak_rss_mib": max(brss) / 1024 if brss else None,
+        "all_ok": bool(res_ok),
+        "raw": rows,
+    }
+    if a.capped_policy:
+        uw = [r["wall_ms"] for r in cap_rows["under"]]
+        ow = [r["wall_ms"] for r in cap_rows["over"]]
+        over_bytes = [
+            (r["stdout_bytes"] or 0) + (r["stderr_bytes"] or 0) - a.cap for r in cap_rows["over"] if r["stdout_bytes"]
+        ]
+        stopped = all(r["error_type"] == "OUTPUT_LIMIT" for r in cap_rows["over"])
+        summary["cap"] = {
+            "cap_bytes": a.cap,
+            "runs": a.cap_runs,
+            "under_wall_ms": median(uw),
+            "over_wall_ms": median(ow),
+            "stop_ms": median(ow) - median(uw),
+            "overshoot_bytes_median": median(over_bytes) if over_bytes else None,
+            "all_stopped_for_output_limit": stopped,
+            "raw": cap_rows,
+        }
+    write_json(a.out, summary)
+
+    print(f"\n### 1 GB to stdout ({a.runs} runs each, interleaved)\n")
+    rows_t = [
+        [
+            "bare `head | cat > /dev/null`",
+            fmt_ms(summary["bare_wall_ms"]),
+            f"{summary['bare_mb_per_s']:.0f}",
+            f"{summary['bare_peak_rss_mib']:.1f}" if summary["bare_peak_rss_mib"] else "n/a",
+            "1.00x",
+        ],
+        [
+            "agent-exec --shell 'head ...'",
+            fmt_ms(summary["agent_wall_ms"]),
+            f"{summary['agent_mb_per_s']:.0f}",
+            f"{summary['agent_peak_rss_mib']:.1f}" if summary["agent_peak_rss_mib"] else "n/a",
+            f"{summary['wall_ratio']:.2f}x",
+        ],
+    ]
+    print(table(["what", "wall ms (median)", "MB/s", "peak RSS MiB (max)", "wall ratio"], rows_t))
+    if not summary["all_ok"]:
+        print("\nWARNING: some agent-exec runs did not return ok with every byte counted.")
+    if a.capped_policy:
+        c = summary["cap"]
+        print(f"\n### hard output cap ({a.cap} bytes, {a.cap_runs} runs each, interleaved)\n")
+        print(
+            table(
+                ["what", "wall ms (median)"],
+                [
+                    ["writer stopping by itself under the cap", fmt_ms(c["under_wall_ms"])],
+                    ["endless writer, killed at the cap", fmt_ms(c["over_wall_ms"])],
+                    ["stop cost (difference)", fmt_ms(c["stop_ms"])],
+                    ["bytes past the cap before the stop (median)", c["overshoot_bytes_median"]],
+                    ["every capped run ended OUTPUT_LIMIT", c["all_stopped_for_output_limit"]],
+                ],
+            )
+        )
+    return 0 if summary["all_ok"] else 1
+
+
+# ---------------------------------------------------------------------------
+# timeout precision
+
+
+def sleepers(tag):
+    """Pids whose argv is exactly `sleep <tag>`, wherever they are."""
+    found = []
+    want = b"sleep\0" + tag.encode() + b"\0"
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if cmd.endswith(want) and os.path.basename(cmd.split(b"\0", 1)[0]) == b"sleep":
+            found.append(int(d))
+    return found
+
+
+def timeout_bench(a):
+    rows = []
+    base = []
+    survivors_total = 0
+    bad = 0
+    for i in range(a.runs):
+        # A unique duration per run tags its sleepers, so other work on the
+        # machine running `sleep 60` can never be mistaken for a survivor.
+        tag = f"60.{os.getpid() % 10000:04d}{i:04d}"
+        shell = f"setsid sleep {tag} & sleep {tag}"
+        w, rc, so, _ = run_cli(
+            [a.ae, "--policy", a.policy, "--root", a.root, "--timeout-ms", str(a.timeout_ms), "--shell", shell]
+        )
+        res = parse_result(so)
+        left = sleepers(tag)
+        survivors_total += len(left)
+        et = res and res.get("error_type")
+        if et != "COMMAND_TIMEOUT":
+            bad += 1
+            print(f"run {i}: expected COMMAND_TIMEOUT, got {describe(res, rc)}", file=sys.stderr)
+        rows.append(
+            {
+                "wall_ms": w,
+                "late_ms": w - a.timeout_ms,
+                "duration_ms": res and res.get("duration_ms"),
+                "error_type": et,
+                "survivors": left,
+            }
+        )
+        for pid in left:
+            # Ours to clean up: tagged with this run's unique argument.
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        # Startup baseline from the same loop: the same binary and policy
+        # running /bin/true, so "late" can be split into startup and kill.
+        w0, _, _, _ = run_cli([a.ae, "--policy", a.policy, "--root", a.root, "--", "/bin/true"])
+        base.append(w0)
+    late = [r["late_ms"] for r in rows]
+    summary = {
+        "timeout_ms": a.timeout_ms,
+        "runs": a.runs,
+        "late_median_ms": median(late),
+        "late_max_ms": max(late) if late else float("nan"),
+        "startup_median_ms": median(base),
+        "late_minus_startup_ms": median(late) - median(base),
+        "survivors": survivors_total,
+        "wrong_result": bad,
+        "raw": rows,
+    }
+    write_json(a.out, summary)
+    print(f"\n### timeout precision ({a.runs} runs, deadline {a.timeout_ms} ms)\n")
+    print(
+        table(
+            ["what", "ms"],
+            [
+                ["result after the deadline (median wall - deadline)", fmt_ms(summary["late_median_ms"])],
+                ["worst run", fmt_ms(summary["late_max_ms"])],
+                ["CLI startup, `-- /bin/true` (interleaved baseline)", fmt_ms(summary["startup_median_ms"])],
+                ["late minus startup", fmt_ms(summary["late_minus_startup_ms"])],
+                ["surviving `sleep` processes (all runs)", survivors_total],
+                ["runs not reported COMMAND_TIMEOUT", bad],
+            ],
+        )
+    )
+    return 0 if survivors_total == 0 and bad == 0 else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("machine")
+    h = sub.add_parser("hyperfine")
+    h.add_argument("group")
+    h.add_argument("baseline")
+    h.add_argument("out")
+    h.add_argument("passes", nargs="+")
+    c = sub.add_parser("client-table")
+    c.add_argument("out")
+    c.add_argument("files", nargs="+")
+    p = sub.add_parser("policy-copy")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("overrides", nargs="+")
+    o = sub.add_parser("output")
+    o.add_argument("--ae", required=True)
+    o.add_argument("--policy", required=True)
+    o.add_argument("--capped-policy")
+    o.add_argument("--cap", type=int, default=1 << 20)
+    o.add_argument("--root", required=True)
+    o.add_argument("--bytes", type=int, default=1_000_000_000)
+    o.add_argument("--runs", type=int, default=5)
+    o.add_argument("--cap-runs", type=int, default=20)
+    o.add_argument("--out", required=True)
+    t = sub.add_parser("timeout")
+    t.add_argument("--ae", required=True)
+    t.add_argument("--policy", required=True)
+    t.add_argument("--root", required=True)
+    t.add_argument("--timeout-ms", type=int, default=500)
+    t.add_argument("--runs", type=int, default=10)
+    t.add_argument("--out", required=True)
+    a = ap.parse_args()
+    if a.cmd == "machine":
+        print(json.dumps(machine(), indent=2))
+    elif a.cmd == "hyperfine":
+        hyperfine(a.group, a.baseline, a.out, a.passes)
+    elif a.cmd == "client-table":
+        client_table(a.out, a.files)
+    elif a.cmd == "policy-copy":
+        policy_copy(a.src, a.dst, a.overrides)
+    elif a.cmd == "output":
+        return output(a)
+    elif a.cmd == "timeout":
+        return timeout_bench(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1893 @@
+//! The decision engine: a lexed request in, one `Decision` out.
+//!
+//! Every simple command is unwrapped (`env`, `nice`, `timeout`, ...),
+//! nested scripts (`bash -c`, `eval`, substitutions) are decided
+//! recursively, every path-looking word is resolved against the working
+//! directory (tracked through `cd`), and the strictest part decides.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use regex::{Regex, RegexSet};
+use serde::Deserialize;
+
+use super::paths::{basename, is_symlink, normalize_lexically, resolve_path};
+use super::{Context, Decision, FeatureAction, Policy, RiskLevel, Verdict};
+use crate::lexer::{
+    self, Features, Operator, ParseError, RedirectKind, Script, SimpleCommand, Span, Word,
+};
+use crate::request::CommandSpec;
+
+/// How an allowed program uses its operands (decides which paths must be
+/// inside the root rather than merely readable).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Writes {
+    /// Operands are only read.
+    #[default]
+    None,
+    /// Every operand is written or removed (`rm`, `touch`, `mkdir`, `tee`,
+    /// `sed -i`); the root itself may not be one.
+    Operands,
+    /// The last operand (or `-t DIR`) is written (`cp`, `mv`, `install`).
+    Last,
+    /// Like `last`, and with `-s` every other operand is a symlink target,
+    /// which must be inside the root too (`ln`).
+    Link,
+}
+
+/// One entry of a rule's `options` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OptSpec {
+    /// `--name`: also `--name=value` and unambiguous-looking abbreviations
+    /// (`--to-com` for `--to-command`), which GNU getopt accepts.
+    Long(String),
+    /// `-x`: also inside a cluster (`-ax`) or with a glued value (`-xVAL`).
+    Short(char),
+    /// `-name` (find style): exactly, or `-name=...`.
+    Single(String),
+    /// `-name*`: any argument starting with `-name`.
+    SinglePrefix(String),
+}
+
+impl OptSpec {
+    pub(crate) fn parse(s: &str) -> Option<OptSpec> {
+        if let Some(name) = s.strip_prefix("--") {
+            return (!name.is_empty() && !name.contains('=')).then(|| OptSpec::Long(s.to_string()));
+        }
+        let name = s.strip_prefix('-')?;
+        if let Some(prefix) = name.strip_suffix('*') {
+            return (!prefix.is_empty()).then(|| OptSpec::SinglePrefix(format!("-{prefix}")));
+        }
+        let mut chars = name.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) if c != '-' => Some(OptSpec::Short(c)),
+            (Some(_), Some(_)) => Some(OptSpec::Single(s.to_string())),
+            _ => None,
+        }
+    }
+
+    fn matches(&self, arg: &str) -> bool {
+        match self {
+            OptSpec::Long(opt) => {
+                if !arg.starts_with("--") {
+                    return false;
+                }
+                let name = arg.split('=').next().unwrap_or(arg);
+                name == opt || (name.len() >= 4 && opt.starts_with(name))
+            }
+            OptSpec::Short(c) => {
+                arg.len() > 1
+                    && arg.starts_with('-')
+                    && !arg.starts_with("--")
+                    && arg[1..].contains(*c)
+            }
+            OptSpec::Single(opt) => arg
+                .strip_prefix(opt.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('=')),
+            OptSpec::SinglePrefix(p) => arg.starts_with(p.as_str()),
+        }
+    }
+}
+
+/// A compiled `[[rule]]`.
+#[derive(Debug, Clone)]
+pub(crate) struct Rule {
+    pub id: String,
+    pub action: Verdict,
+    pub risk: RiskLevel,
+    pub reason: String,
+    pub read_only: bool,
+    pub writes: Writes,
+    pub programs: Vec<String>,
+    pub subcommands: Vec<Vec<String>>,
+    pub prefix: Vec<String>,
+    pub option_values: Vec<String>,
+    pub options: Vec<OptSpec>,
+    pub global_options_only: bool,
+    pub args_regex: Option<Regex>,
+    pub pattern: Option<String>,
+    pub line: usize,
+}
+
+/// What matched, for choosing among rules and reporting.
+struct Match<'w> {
+    specificity: usize,
+    /// Argument positions the rule consumed (subcommand words): they are
+    /// names, not paths, so they are not looked up on disk.
+    consumed: u64,
+    token: Option<&'w str>,
+}
+
+impl Rule {
+    pub(crate) fn has_conditions(&self) -> bool {
+        !self.options.is_empty() || self.args_regex.is_some()
+    }
+
+    /// Index of the first argument that is not an option or an option's
+    /// value: where a subcommand sits (`git -C dir status`).
+    fn subcommand_pos(&self, args: &[Word]) -> usize {
+        let mut i = 0;
+        while i < args.len() {
+            let v = args[i].value.as_str();
+            if !v.starts_with('-') || v == "-" || v == "--" {
+                return i;
+            }
+            i += if self.option_values.iter().any(|o| o == v) {
+                2
+            } else {
+                1
+            };
+        }
+        args.len()
+    }
+
+    fn matches<'w>(&self, args: &'w [Word]) -> Option<Match<'w>> {
+        let mut m = Match {
+            specificity: 0,
+            consumed: 0,
+            token: None,
+        };
+        if !self.prefix.is_empty() {
+            if args.len() < self.prefix.len()
+                || !args.iter().zip(&self.prefix).all(|(a, p)| a.value == *p)
+            {
+                return None;
+            }
+            m.specificity += self.prefix.len();
+            m.consumed = (1u64 << self.prefix.len().min(63)) - 1;
+        }
+        let sub = if self.subcommands.is_empty() && !self.global_options_only {
+            0
+        } else {
+            self.subcommand_pos(args)
+        };
+        if !self.subcommands.is_empty() {
+            let rest = &args[sub..];
+            let seq = self.subcommands.iter().find(|seq| {
+                rest.len() >= seq.len() && rest.iter().zip(seq.iter()).all(|(a, s)| a.value == *s)
+            })?;
+            m.specificity += seq.len();
+            for k in sub..(sub + seq.len()).min(63) {
+                m.consumed |= 1 << k;
+            }
+            m.token = Some(args[sub].value.as_str());
+        }
+        if !self.options.is_empty() {
+            let scope = if self.global_options_only {
+                &args[..sub]
+            } else {
+                args
+            };
+            let hit = scope
+                .iter()
+                .find(|a| self.options.iter().any(|o| o.matches(&a.value)))?;
+            m.specificity += 1;
+            m.token = Some(hit.value.as_str());
+        }
+        if let Some(re) = &self.args_regex {
+            let hit = args.iter().find(|a| re.is_match(&a.value))?;
+            m.specificity += 1;
+            m.token = Some(hit.value.as_str());
+        }
+        Some(m)
+    }
+}
+
+/// Everything precomputed at load for `decide`.
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    pub rules: Vec<Rule>,
+    pub by_program: HashMap<String, Vec<usize>>,
+    pub raw_set: RegexSet,
+    pub raw_rules: Vec<usize>,
+    pub raw_regexes: Vec<Regex>,
+    /// Areas arguments may name for reading, besides the root.
+    pub readable: Vec<PathBuf>,
+    /// Areas (besides the root) that may be written.
+    pub writable: Vec<PathBuf>,
+    /// Every PATH entry is a system directory, so a bare name needs no
+    /// lookup to be trusted (the common case, and the fast one).
+    pub path_trusted: bool,
+    pub path_entries: Vec<PathBuf>,
+    /// What `~` means (`[env.set] HOME`), if anything.
+    pub home: Option<PathBuf>,
+    /// `(name, is_prefix)` from `[shell] deny_assignments`.
+    pub deny_assign: Vec<(String, bool)>,
+    pub example_count: usize,
+}
+
+/// Never refused as redirection targets or arguments.
+const DEV_READ: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/stdin",
+    "/dev/fd/0",
+];
+
+/// Programs that run another command in a way that cannot be followed
+/// (argument lists built at run time, other users, other namespaces,
+/// tracing) or shells whose syntax is not POSIX.
+const REFUSED: &[&str] = &[
+    "xargs",
+    "sudo",
+    "su",
+    "doas",
+    "setsid",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "flock",
+    "watch",
+    "parallel",
+    "runuser",
+    "pkexec",
+    "setpriv",
+    "capsh",
+    "firejail",
+    "bwrap",
+    "strace",
+    "ltrace",
+    "gdb",
+    "script",
+    "expect",
+    "busybox",
+    "ionice",
+    "taskset",
+    "chrt",
+    "systemd-run",
+    "at",
+    "batch",
+    "csh",
+    "tcsh",
+    "fish",
+];
+
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "lksh", "rbash",
+];
+
+/// Shell builtins that only change the shell's own state; allowed once
+/// their arguments (variable names, paths) pass.
+const STATE_BUILTINS: &[&str] = &[
+    "export",
+    "readonly",
+    "local",
+    "declare",
+    "typeset",
+    "unset",
+    "set",
+    "shift",
+    "exit",
+    "return",
+    "break",
+    "continue",
+    "wait",
+    "umask",
+    "ulimit",
+    "shopt",
+    "read",
+    "getopts",
+    "mapfile",
+    "readarray",
+    "unalias",
+    "jobs",
+    ":",
+];
+
+/// Builtins that define code run later or load code into the shell.
+const UNSAFE_BUILTINS: &[&str] = &[
+    "trap", "alias", "enable", "fc", "bind", "complete", "coproc",
+];
+
+/// Names that exist only inside a shell, so the request cannot be exec'd
+/// directly even when it is one plain command.
+fn is_shell_only(name: &str) -> bool {
+    STATE_BUILTINS.contains(&name)
+        || matches!(
+            name,
+            "cd" | "pushd"
+                | "popd"
+                | "eval"
+                | "exec"
+                | "command"
+                | "builtin"
+                | "time"
+                | "source"
+                | "."
+                | "hash"
+        )
+        || UNSAFE_BUILTINS.contains(&name)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+    /// Written or removed; the root itself is refused (`rm -rf .`).
+    WriteNotRoot,
+}
+
+/// The strictest part seen so far, materialized only when it wins.
+struct Part {
+    verdict: Verdict,
+    /// Engine-level allows give way to a rule's allow of the same risk.
+    weak: bool,
+    risk: RiskLevel,
+    rule: String,
+    reason: String,
+    token: Option<String>,
+}
+
+/// The possible working directories at a point in a script. While every
+/// command so far was joined by `&&`, each `cd` certainly ran, so there is
+/// one exact directory; after `;`, `||`, `|` or `&` any directory a `cd`
+/// named (or the start) is possible, and paths must pass against each.
+#[derive(Clone, Default)]
+struct Cwd {
+    exact: Option<PathBuf>,
+    uncertain: bool,
+    seen: Vec<PathBuf>,
+}
+
+struct Walk<'p> {
+    policy: &'p Policy,
+    engine: &'p Engine,
+    ctx: &'p Context<'p>,
+    best: Option<Part>,
+    read_only: bool,
+    shell_only: bool,
+}
+
+fn has_expansion(f: &Features) -> bool {
+    f.parameter_expansion || f.command_substitution || f.arithmetic || f.process_substitution
+}
+
+fn is_assignment(v: &str) -> bool {
+    let Some(eq) = v.find('=') else { return false };
+    let name = v[..eq].strip_suffix('+').unwrap_or(&v[..eq]);
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn path_like(v: &str) -> bool {
+    v.contains('/') || v == "." || v == ".."
+}
+
+fn literal_word(value: &str) -> Word {
+    Word {
+        value: value.to_string(),
+        raw: value.to_string(),
+        span: Span { start: 0, end: 0 },
+        features: Features::default(),
+        substitutions: Vec::new(),
+    }
+}
+
+/// Expands `{a,b}` groups (nested, at most `limit` results); `None` when
+/// there would be more.
+fn expand_braces(v: &str, limit: usize) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut work = vec![v.to_string()];
+    while let Some(s) = work.pop() {
+        let Some((open, close)) = find_brace_group(&s) else {
+            out.push(s);
+            if out.len() > limit {
+                return None;
+            }
+            continue;
+        };
+        let inner = &s[open + 1..close];
+        let mut depth = 0usize;
+        let mut start = 0;
+        let mut alts = Vec::new();
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    alts.push(&inner[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        alts.push(&inner[start..]);
+        for alt in alts {
+            work.push(format!("{}{}{}", &s[..open], alt, &s[close + 1..]));
+            if work.len() + out.len() > limit {
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// A `{...}` group with a top-level comma (ranges and lone braces are not
+/// paths-bearing alternatives).
+fn find_brace_group(s: &str) -> Option<(usize, usize)> {
+    let bytes = s.as_bytes();
+    let mut search = 0;
+    while let Some(rel) = s[search..].find('{') {
+        let open = search + rel;
+        let mut depth = 0usize;
+        let mut comma = false;
+        for (i, &b) in bytes.iter().enumerate().skip(open) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if comma {
+                            return Some((open, i));
+                        }
+                        break;
+                    }
+                }
+                b',' if depth == 1 => comma = true,
+                _ => {}
+            }
+        }
+        search = open + 1;
+    }
+    None
+}
+
+fn strictness(a: FeatureAction) -> u8 {
+    match a {
+        FeatureAction::Check => 0,
+        FeatureAction::RequireApproval => 1,
+        FeatureAction::Deny => 2,
+    }
+}
+
+fn feature_verdict(a: FeatureAction) -> Verdict {
+    match a {
+        FeatureAction::Deny => Verdict::Deny,
+        _ => Verdict::RequireApproval,
+    }
+}
+
+impl Policy {
+    /// Decides a request. Pure apart from resolving paths that exist (and,
+    /// when the policy's PATH has non-system entries, program lookups).
+    pub fn decide(&self, cmd: &CommandSpec, ctx: &Context) -> Result<Decision, ParseError> {
+        let mut walk = Walk {
+            policy: self,
+            engine: &self.engine,
+            ctx,
+            best: None,
+            read_only: true,
+            shell_only: false,
+        };
+        let mut cwd = Cwd::default();
+        let needs_shell = match cmd {
+            CommandSpec::Shell(text) => {
+                let script = lexer::lex(text)?;
+                walk.raw(text);
+                walk.script(&script, &mut cwd, 0);
+                script.needs_shell || walk.shell_only
+            }
+            CommandSpec::Argv(argv) => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err(ParseError::Empty);
+                }
+                walk.raw(&argv.join(" "));
+                let words: Vec<Word> = argv.iter().map(|a| literal_word(a)).collect();
+                let sc = SimpleCommand {
+                    assignments: Vec::new(),
+                    words,
+                    redirects: Vec::new(),
+                    joined_by: None,
+                    span: Span { start: 0, end: 0 },
+                };
+                walk.simple(&sc, &mut cwd, 0, true);
+                false
+            }
+        };
+        let part = walk.best.unwrap_or(Part {
+            verdict: Verdict::Allow,
+            risk: RiskLevel::Low,
+            weak: true,
+            rule: "builtin:empty".into(),
+            reason: "nothing to run".into(),
+            token: None,
+        });
+        Ok(Decision {
+            verdict: part.verdict,
+            rule: part.rule,
+            risk: part.risk,
+            reason: part.reason,
+            token: part.token,
+            read_only: walk.read_only,
+            needs_shell,
+        })
+    }
+
+    /// How many `[[example]]`s the policy was checked against at load.
+    pub fn example_count(&self) -> usize {
+        self.engine.example_count
+    }
+}
+
+impl<'p> Walk<'p> {
+    fn offer(
+        &mut self,
+        verdict: Verdict,
+        risk: RiskLevel,
+        make: impl FnOnce() -> (String, String, Option<String>),
+    ) {
+        self.offer_part(verdict, risk, false, make);
+    }
+
+    /// An engine-level allow (`cd`, assignments, `command -v`): reported
+    /// only when no rule decided anything, as the rule says more.
+    fn offer_weak(&mut self, make: impl FnOnce() -> (String, String, Option<String>)) {
+        self.offer_part(Verdict::Allow, RiskLevel::Low, true, make);
+    }
+
+    fn offer_part(
+        &mut self,
+        verdict: Verdict,
+        risk: RiskLevel,
+        weak: bool,
+        make: impl FnOnce() -> (String, String, Option<String>),
+    ) {
+        let stricter = match &self.best {
+            None => true,
+            Some(b) => {
+                (verdict, risk) > (b.verdict, b.risk)
+                    || ((verdict, risk) == (b.verdict, b.risk) && b.weak && !weak)
+            }
+        };
+        if stricter {
+            let (rule, reason, token) = make();
+            self.best = Some(Part {
+                verdict,
+                risk,
+                weak,
+                rule,
+                reason,
+                token,
+            });
+        }
+    }
+
+    fn builtin(
+        &mut self,
+        verdict: Verdict,
+        risk: RiskLevel,
+        rule: &'static str,
+        reason: String,
+        token: &str,
+    ) {
+        self.offer(verdict, risk, || {
+            (rule.to_string(), reason, Some(token.to_string()))
+        });
+    }
+
+    fn raw(&mut self, text: &str) {
+        if self.engine.raw_rules.is_empty() {
+            return;
+        }
+        for i in self.engine.raw_set.matches(text).iter() {
+            let rule = &self.engine.rules[self.engine.raw_rules[i]];
+            let token = self.engine.raw_regexes[i]
+                .find(text)
+                .map(|m| m.as_str().to_string());
+            self.offer(rule.action, rule.risk, || {
+                (rule.id.clone(), rule.reason.clone(), token)
+            });
+        }
+    }
+
+    fn script(&mut self, script: &Script, cwd: &mut Cwd, depth: usize) {
+        let action = self.policy.shell.unsupported;
+        for (construct, _) in &script.unsupported {
+            self.builtin(
+                feature_verdict(action),
+                RiskLevel::Medium,
+                "builtin:unsupported",
+                format!(
+                    "`{construct}` (grouping, control flow or a function) cannot be checked command by command; send the plain commands joined by `&&`, `;` or `|` instead"
+                ),
+                construct,
+            );
+        }
+        for (j, command) in script.commands.iter().enumerate() {
+            if matches!(command.joined_by, Some(op) if op != Operator::And) {
+                cwd.uncertain = true;
+            }
+            let next = script.commands.get(j + 1).and_then(|c| c.joined_by);
+            // A `cd` in a pipeline or in the background runs in a subshell.
+            let persistent = command.joined_by != Some(Operator::Pipe)
+                && !matches!(next, Some(Operator::Pipe | Operator::Background));
+            self.simple(command, cwd, depth, persistent);
+        }
+    }
+
+    fn bases<'c>(&'c self, cwd: &'c Cwd) -> impl Iterator<Item = &'c Path> + 'c {
+        let start = self.ctx.cwd;
+        let (first, rest): (&Path, &[PathBuf]) = if cwd.uncertain {
+            (start, &cwd.seen)
+        } else {
+            (cwd.exact.as_deref().unwrap_or(start), &[])
+        };
+        std::iter::once(first).chain(rest.iter().map(PathBuf::as_path))
+    }
+
+    fn simple(&mut self, sc: &SimpleCommand, cwd: &mut Cwd, depth: usize, persistent: bool) {
+        for a in &sc.assignments {
+            self.substitutions(a, cwd, depth);
+            self.assignment(a, &a.value, cwd);
+        }
+        let mut mutating = false;
+        for r in &sc.redirects {
+            self.substitutions(&r.target, cwd, depth);
+            match r.kind {
+                RedirectKind::Input => self.check_word(&r.target, Access::Read, cwd),
+                RedirectKind::Output
+                | RedirectKind::Append
+                | RedirectKind::ReadWrite
+                | RedirectKind::OutputBoth
+                | RedirectKind::AppendBoth => {
+                    if r.target.value != "/dev/null" || has_expansion(&r.target.features) {
+                        mutating = true;
+                        match self.policy.shell.output_redirection {
+                            FeatureAction::Check => self.check_word(&r.target, Access::Write, cwd),
+                            action => self.builtin(
+                                feature_verdict(action),
+                                RiskLevel::Medium,
+                                "builtin:output-redirection",
+                                "this policy does not let commands write files; drop the redirection (or redirect to /dev/null)".into(),
+                                &r.target.raw,
+                            ),
+                        }
+                    }
+                }
+                // Here-document substitutions arrive as the target's
+                // substitutions and were decided above.
+                RedirectKind::Duplicate | RedirectKind::HereString | RedirectKind::HereDoc => {}
+            }
+        }
+        if mutating {
+            self.read_only = false;
+        }
+        for w in &sc.words {
+            self.substitutions(w, cwd, depth);
+        }
+        if sc.words.is_empty() {
+            self.offer_weak(|| {
+                (
+                    "builtin:shell-state".into(),
+                    "only assignments or redirections".into(),
+                    None,
+                )
+            });
+            return;
+        }
+        self.command(&sc.words, cwd, depth, persistent);
+    }
+
+    /// Commands inside `$(...)`, backticks and `<(...)`.
+    fn substitutions(&mut self, w: &Word, cwd: &Cwd, depth: usize) {
+        if w.substitutions.is_empty() {
+            return;
+        }
+        let shell = &self.policy.shell;
+        let mut action = FeatureAction::Check;
+        let mut what = "command substitution";
+        if w.features.command_substitution || !w.features.process_substitution {
+            action = shell.command_substitution;
+        }
+        if w.features.process_substitution
+            && strictness(shell.process_substitution) > strictness(action)
+        {
+            action = shell.process_substitution;
+            what = "process substitution";
+        }
+        if action != FeatureAction::Check {
+            self.builtin(
+                feature_verdict(action),
+                RiskLevel::Medium,
+                "builtin:substitution",
+                format!("{what} is not allowed by this policy; run the inner command on its own and use its output"),
+                &w.raw,
+            );
+            return;
+        }
+        if depth + 1 > shell.max_nesting {
+            self.too_deep(&w.raw);
+            return;
+        }
+        for inner in &w.substitutions {
+            let mut inner_cwd = cwd.clone();
+            self.script(inner, &mut inner_cwd, depth + 1);
+        }
+    }
+
+    fn too_deep(&mut self, token: &str) {
+        let limit = self.policy.shell.max_nesting;
+        self.builtin(
+            Verdict::Deny,
+            RiskLevel::Medium,
+            "builtin:nesting-depth",
+            format!("shells, substitutions and eval nest deeper than {limit} levels; flatten the command"),
+            token,
+        );
+    }
+
+    fn denied_name(&self, name: &str) -> bool {
+        self.engine.deny_assign.iter().any(|(n, prefix)| {
+            if *prefix {
+                name.starts_with(n.as_str())
+            } else {
+                name == n
+            }
+        })
+    }
+
+    fn check_var_name(&mut self, name: &str) {
+        if self.denied_name(name) {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:assignment",
+                format!(
+                    "setting `{name}` changes which programs, libraries or code run; remove the assignment"
+                ),
+                name,
+            );
+        }
+    }
+
+    /// `NAME=value` (prefix assignments, `export`, `env`): the name must not
+    /// be a loader/shell variable, and a path-like value is checked.
+    fn assignment(&mut self, w: &Word, text: &str, cwd: &Cwd) {
+        let Some(eq) = text.find('=') else {
+            self.check_var_name(text);
+            return;
+        };
+        let name = text[..eq].strip_suffix('+').unwrap_or(&text[..eq]);
+        self.check_var_name(name);
+        let value = &text[eq + 1..];
+        if value.is_empty() {
+            return;
+        }
+        if has_expansion(&w.features) {
+            self.check_expanded(&w.raw, value, Access::Read, cwd);
+        } else if let Some(rest) = value.strip_prefix('~') {
+            self.check_tilde(&w.raw, rest, Access::Read, cwd);
+        } else {
+            for part in value.split(':') {
+                if path_like(part) {
+                    self.check_path(&w.raw, part, Access::Read, cwd);
+                }
+            }
+        }
+    }
+
+    /// The program word and what follows it.
+    fn command(&mut self, words: &[Word], cwd: &mut Cwd, depth: usize, persistent: bool) {
+        let mut i = 0;
+        loop {
+            let w = &words[i];
+            let f = &w.features;
+            if has_expansion(f) || f.glob || f.brace {
+                let action = self.policy.shell.program_expansion;
+                self.builtin(
+                    feature_verdict(action),
+                    RiskLevel::High,
+                    "builtin:program-expansion",
+                    format!(
+                        "the program `{}` is computed at run time, so it cannot be checked; name the program literally",
+                        w.raw
+                    ),
+                    &w.raw,
+                );
+                self.read_only = false;
+                return;
+            }
+            let prog = w.value.as_str();
+            let args = &words[i + 1..];
+            let bare = !prog.contains('/');
+            let base = basename(prog);
+            if REFUSED.contains(&base) {
+                let reason = if matches!(base, "sudo" | "su" | "doas" | "runuser" | "pkexec") {
+                    format!(
+                        "`{base}` runs commands as another user; privilege changes are never allowed"
+                    )
+                } else {
+                    format!(
+                        "`{base}` runs other commands in a way the policy cannot check; run the inner command directly if it is allowed"
+                    )
+                };
+                self.builtin(
+                    Verdict::Deny,
+                    RiskLevel::High,
+                    "builtin:unsafe-wrapper",
+                    reason,
+                    prog,
+                );
+                self.read_only = false;
+                return;
+            }
+            if !bare {
+                // Running a file is reading it: a program outside the root
+                // and the system directories is an escape like any other.
+                self.check_word(w, Access::Read, cwd);
+            }
+            if bare && is_shell_only(prog) {
+                self.shell_only = true;
+            }
+            let trusted = self.trusted_name(prog);
+            if bare {
+                match prog {
+                    "cd" | "pushd" => return self.cd(prog, args, cwd, persistent),
+                    "popd" => {
+                        self.builtin(
+                            Verdict::Deny,
+                            RiskLevel::Medium,
+                            "builtin:cd",
+                            "`popd` cannot be followed; `cd` to an explicit directory inside the root".into(),
+                            prog,
+                        );
+                        return;
+                    }
+                    "eval" => return self.eval(args, cwd, depth),
+                    "hash" if args.iter().any(|a| a.value.starts_with("-p")) => {
+                        self.builtin(
+                            Verdict::Deny,
+                            RiskLevel::High,
+                            "builtin:unsafe-builtin",
+                            "`hash -p` makes a name run another file; call the program by its name"
+                                .into(),
+                            prog,
+                        );
+                        return;
+                    }
+                    _ if UNSAFE_BUILTINS.contains(&prog) => {
+                        self.builtin(
+                            Verdict::Deny,
+                            RiskLevel::High,
+                            "builtin:unsafe-builtin",
+                            format!("`{prog}` defines or loads code that runs later, which cannot be checked"),
+                            prog,
+                        );
+                        return;
+                    }
+                    _ if STATE_BUILTINS.contains(&prog) => {
+                        return self.state_builtin(prog, args, cwd);
+                    }
+                    _ => {}
+                }
+            }
+            let wrapper_ok = (bare && matches!(prog, "exec" | "command" | "builtin" | "time"))
+                || trusted.is_some();
+            if wrapper_ok {
+                match self.unwrap(base, args, cwd) {
+                    Ok(Unwrapped::Inner(k)) => {
+                        i += 1 + k;
+                        continue;
+                    }
+                    Ok(Unwrapped::Lookup) => {
+                        self.offer_weak(|| {
+                            (
+                                "builtin:lookup".into(),
+                                "only looks up a command name".into(),
+                                None,
+                            )
+                        });
+                        return;
+                    }
+                    Ok(Unwrapped::Nothing)
+                        if matches!(base, "exec" | "command" | "builtin" | "time") =>
+                    {
+                        self.offer_weak(|| {
+                            (
+                                "builtin:shell-state".into(),
+                                "no command to run".into(),
+                                None,
+                            )
+                        });
+                        return;
+                    }
+                    Ok(Unwrapped::Nothing | Unwrapped::NotAWrapper) => {}
+                    Err(reason) => {
+                        self.builtin(
+                            Verdict::Deny,
+                            RiskLevel::High,
+                            "builtin:unsafe-wrapper",
+                            reason,
+                            prog,
+                        );
+                        self.read_only = false;
+                        return;
+                    }
+                }
+            }
+            if trusted.is_some()
+                && SHELLS.contains(&base)
+                && self.nested_shell(prog, args, cwd, depth)
+            {
+                return;
+            }
+            self.program(prog, trusted, args, cwd);
+            return;
+        }
+    }
+
+    /// The name under which `prog` may match allow rules: a bare name that
+    /// resolves to a system binary (or not at all), or a path that is
+    /// exactly where the bare name resolves.
+    fn trusted_name<'w>(&self, prog: &'w str) -> Option<&'w str> {
+        let path = &self.policy.env.path;
+        if !prog.contains('/') {
+            if self.engine.path_trusted
+                && !self
+                    .engine
+                    .path_entries
+                    .iter()
+                    .any(|e| e.starts_with(self.ctx.root))
+            {
+                return Some(prog);
+            }
+            return match super::resolve_program(prog, path) {
+                None => Some(prog),
+                Some(found) => {
+                    let canon = resolve_path(Path::new("/"), &found).unwrap_or(found);
+                    let system = !canon.starts_with(self.ctx.root)
+                        && self.engine.readable.iter().any(|r| canon.starts_with(r));
+                    system.then_some(prog)
+                }
+            };
+        }
+        let base = basename(prog);
+        let found = super::resolve_program(base, path)?;
+        (normalize_lexically(self.ctx.cwd, Path::new(prog)) == found).then_some(base)
+    }
+
+    fn program(&mut self, prog: &str, trusted: Option<&str>, args: &[Word], cwd: &Cwd) {
+        let engine = self.engine;
+        let mut best: Option<(usize, Match)> = None;
+        let mut consider = |list: Option<&Vec<usize>>, allow_ok: bool| {
+            for &ri in list.map(Vec::as_slice).unwrap_or(&[]) {
+                let rule = &engine.rules[ri];
+                if !allow_ok && rule.action == Verdict::Allow {
+                    continue;
+                }
+                if let Some(m) = rule.matches(args) {
+                    let better = match &best {
+                        None => true,
+                        Some((bi, bm)) => {
+                            (rule.action, m.specificity)
+                                > (engine.rules[*bi].action, bm.specificity)
+                        }
+                    };
+                    if better {
+                        best = Some((ri, m));
+                    }
+                }
+            }
+        };
+        if prog.contains('/') {
+            consider(engine.by_program.get(prog), true);
+        }
+        match trusted {
+            Some(name) => consider(engine.by_program.get(name), true),
+            None => consider(engine.by_program.get(basename(prog)), false),
+        }
+        let (writes, consumed) = match best {
+            Some((ri, m)) => {
+                let rule = &engine.rules[ri];
+                let token = m.token.unwrap_or(prog);
+                self.offer(rule.action, rule.risk, || {
+                    (
+                        rule.id.clone(),
+                        rule.reason.clone(),
+                        Some(token.to_string()),
+                    )
+                });
+                if rule.action != Verdict::Allow || !rule.read_only {
+                    self.read_only = false;
+                }
+                if rule.action == Verdict::Deny {
+                    return;
+                }
+                (rule.writes, m.consumed)
+            }
+            None => {
+                let policy = self.policy;
+                self.offer(policy.default, policy.default_risk, || {
+                    (
+                        "default".into(),
+                        format!(
+                            "no rule covers `{prog}`{}; this policy's default for such commands is {}",
+                            if trusted.is_none() && !prog.contains('/') {
+                                " as it resolves to a program outside the system directories"
+                            } else if trusted.is_none() {
+                                " run by path (rules match programs by name)"
+                            } else {
+                                ""
+                            },
+                            policy.default
+                        ),
+                        Some(prog.to_string()),
+                    )
+                });
+                self.read_only = false;
+                (Writes::None, 0)
+            }
+        };
+        if base_is(prog, "printf") {
+            if let Some(pos) = args.iter().position(|a| a.value == "-v") {
+                if let Some(name) = args.get(pos + 1) {
+                    self.check_var_name(&name.value);
+                }
+            }
+        }
+        self.check_args(args, writes, consumed, cwd);
+    }
+
+    /// Checks every argument that names a path, with the access the
+    /// program's rule gives it.
+    fn check_args(&mut self, args: &[Word], writes: Writes, consumed: u64, cwd: &Cwd) {
+        let mut target_dir: Option<usize> = None;
+        let mut last_operand: Option<usize> = None;
+        let mut symbolic = false;
+        if matches!(writes, Writes::Last | Writes::Link) {
+            let mut after_dashdash = false;
+            let mut k = 0;
+            while k < args.len() {
+                let v = args[k].value.as_str();
+                if !after_dashdash && v == "--" {
+                    after_dashdash = true;
+                } else if !after_dashdash && (v == "-t" || v == "--target-directory") {
+                    target_dir = Some(k + 1);
+                    k += 1;
+                } else if !after_dashdash && v.starts_with('-') && v.len() > 1 {
+                    if (v.starts_with("-t") && !v.starts_with("--"))
+                        || v.starts_with("--target-directory=")
+                    {
+                        target_dir = Some(k);
+                    }
+                    if v == "--symbolic" || (!v.starts_with("--") && v[1..].contains('s')) {
+                        symbolic = true;
+                    }
+                } else {
+                    last_operand = Some(k);
+                }
+                k += 1;
+            }
+        }
+        let mut after_dashdash = false;
+        for (k, w) in args.iter().enumerate() {
+            if k < 64 && consumed & (1 << k) != 0 {
+                continue;
+            }
+            let v = w.value.as_str();
+            let is_option = !after_dashdash && v.starts_with('-') && v.len() > 1;
+            if !after_dashdash && v == "--" {
+                after_dashdash = true;
+                continue;
+            }
+            let access = match writes {
+                Writes::None => Access::Read,
+                Writes::Operands if !is_option => Access::WriteNotRoot,
+                Writes::Operands => Access::Read,
+                Writes::Last | Writes::Link => {
+                    if Some(k) == target_dir || (target_dir.is_none() && Some(k) == last_operand) {
+                        Access::Write
+                    } else if writes == Writes::Link && symbolic && !is_option {
+                        // A symlink's target is resolved from the link's
+                        // directory and later reads through it must stay in
+                        // the root, so it is held to the write rule.
+                        let link_dir = target_dir
+                            .or(last_operand)
+                            .map(|l| args[l].value.as_str())
+                            .map(|l| {
+                                if target_dir.is_some() {
+                                    l
+                                } else {
+                                    l.rsplit_once('/').map_or(".", |(d, _)| d)
+                                }
+                            })
+                            .unwrap_or(".");
+                        self.check_link_target(w, link_dir, cwd);
+                        continue;
+                    } else {
+                        Access::Read
+                    }
+                }
+            };
+            if Some(k) == target_dir && v.starts_with('-') {
+                let dir = v
+                    .strip_prefix("--target-directory=")
+                    .or_else(|| v.strip_prefix("-t"))
+                    .unwrap_or(v);
+                self.check_path(&w.raw, dir, Access::Write, cwd);
+                continue;
+            }
+            self.check_word(w, access, cwd);
+        }
+    }
+
+    fn check_link_target(&mut self, w: &Word, link_dir: &str, cwd: &Cwd) {
+        let v = w.value.as_str();
+        let mut bad: Option<PathBuf> = None;
+        for base in self.bases(cwd) {
+            let dir = normalize_lexically(base, Path::new(link_dir));
+            let target = resolve_path(&dir, Path::new(v));
+            match target {
+                Some(t) if t.starts_with(self.ctx.root) => {}
+                Some(t) => {
+                    bad = Some(t);
+                    break;
+                }
+                None => {
+                    bad = Some(PathBuf::from(v));
+                    break;
+                }
+            }
+        }
+        if let Some(t) = bad {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:path-escape",
+                format!(
+                    "the symlink target `{v}` resolves to {}, outside the project root; links may only point inside the root",
+                    t.display()
+                ),
+                v,
+            );
+        }
+    }
+
+    /// One word as a path (or a word that may carry one).
+    fn check_word(&mut self, w: &Word, access: Access, cwd: &Cwd) {
+        let f = &w.features;
+        let v = w.value.as_str();
+        if f.process_substitution && !f.parameter_expansion && !f.command_substitution {
+            return;
+        }
+        if has_expansion(f) {
+            match self.policy.shell.argument_expansion {
+                FeatureAction::Check => self.check_expanded(&w.raw, v, access, cwd),
+                action => self.builtin(
+                    feature_verdict(action),
+                    RiskLevel::Medium,
+                    "builtin:argument-expansion",
+                    "variables and substitutions in arguments are not allowed by this policy; write the value literally".into(),
+                    &w.raw,
+                ),
+            }
+            return;
+        }
+        if f.glob || f.brace {
+            match self.policy.shell.globs {
+                FeatureAction::Check => {
+                    let alternatives = if f.brace { expand_braces(v, 64) } else { Some(vec![v.to_string()]) };
+                    match alternatives {
+                        Some(alts) => {
+                            for alt in &alts {
+                                self.check_value(&w.raw, alt, access, cwd, f.glob, f.tilde);
+                            }
+                        }
+                        None => self.builtin(
+                            Verdict::Deny,
+                            RiskLevel::Medium,
+                            "builtin:glob",
+                            "this brace expansion produces too many words to check; list the paths".into(),
+                            &w.raw,
+                        ),
+                    }
+                }
+                action => self.builtin(
+                    feature_verdict(action),
+                    RiskLevel::Medium,
+                    "builtin:glob",
+                    "globs and brace expansion are not allowed by this policy; list the files explicitly".into(),
+                    &w.raw,
+                ),
+            }
+            return;
+        }
+        self.check_value(&w.raw, v, access, cwd, false, f.tilde);
+    }
+
+    /// A plain (or glob) value: options, `--opt=path`, `-Xpath`, operands.
+    fn check_value(
+        &mut self,
+        shown: &str,
+        v: &str,
+        access: Access,
+        cwd: &Cwd,
+        glob: bool,
+        tilde: bool,
+    ) {
+        if let Some(rest) = v.strip_prefix("--") {
+            if let Some((_, value)) = rest.split_once('=') {
+                self.check_operand(
+                    shown,
+                    value,
+                    Access::Read,
+                    cwd,
+                    glob,
+                    value.starts_with('~'),
+                );
+            }
+            return;
+        }
+        if v.len() > 1 && v.starts_with('-') {
+            // `-o/etc/x`, `-I../..`: a glued value that is clearly a path.
+            // One-character values (`-F/`, `-d/`) are delimiters.
+            if let Some(value) = v.get(2..)
+                && value.len() > 1
+                && (value.starts_with('/') || value.starts_with('~') || value.starts_with(".."))
+            {
+                self.check_operand(
+                    shown,
+                    value,
+                    Access::Read,
+                    cwd,
+                    glob,
+                    value.starts_with('~'),
+                );
+            }
+            return;
+        }
+        self.check_operand(shown, v, access, cwd, glob, tilde);
+    }
+
+    fn check_operand(
+        &mut self,
+        shown: &str,
+        v: &str,
+        access: Access,
+        cwd: &Cwd,
+        glob: bool,
+        tilde: bool,
+    ) {
+        if tilde && let Some(rest) = v.strip_prefix('~') {
+            return self.check_tilde(shown, rest, access, cwd);
+        }
+        if glob {
+            let first = v.find(['*', '?', '[']).unwrap_or(v.len());
+            match v[..first].rfind('/') {
+                Some(slash) => self.check_path(shown, &v[..slash.max(1)], access, cwd),
+                None if first == 0 || !path_like(&v[..first]) => {}
+                None => self.check_path(shown, &v[..first], access, cwd),
+            }
+            return;
+        }
+        if path_like(v) {
+            self.check_path(shown, v, access, cwd);
+        } else if !v.is_empty() && access == Access::Read {
+            // A bare name costs one lstat, and only a symlink can lead out.
+            let linked = self.bases(cwd).any(|b| is_symlink(b, v));
+            if linked {
+                self.check_path(shown, v, access, cwd);
+            }
+        } else if !v.is_empty() {
+            self.check_path(shown, v, access, cwd);
+        }
+    }
+
+    fn check_tilde(&mut self, shown: &str, rest: &str, access: Access, cwd: &Cwd) {
+        match (&self.engine.home, rest.is_empty() || rest.starts_with('/')) {
+            (Some(home), true) => {
+                let full = format!("{}{}", home.display(), rest);
+                self.check_path(shown, &full, access, cwd);
+            }
+            _ => self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:path-escape",
+                format!("`{shown}` is in a home directory, outside the project root; use a path inside the root"),
+                shown,
+            ),
+        }
+    }
+
+    /// A word with `$VAR`/`$(...)`: only its literal prefix can be checked.
+    fn check_expanded(&mut self, shown: &str, v: &str, access: Access, cwd: &Cwd) {
+        let v = match v.strip_prefix("--").and_then(|r| r.split_once('=')) {
+            Some((_, value)) => value,
+            None => v,
+        };
+        let pos = v.find(['$', '`']).unwrap_or(v.len());
+        let prefix = &v[..pos];
+        if prefix.is_empty() {
+            if v[pos..].contains('/') {
+                self.builtin(
+                    Verdict::Deny,
+                    RiskLevel::High,
+                    "builtin:expansion-path",
+                    format!(
+                        "`{shown}` builds a path from a variable or substitution, which may point anywhere; write the path literally (relative to the project root)"
+                    ),
+                    shown,
+                );
+            }
+            return;
+        }
+        if let Some(rest) = prefix.strip_prefix('~') {
+            return self.check_tilde(
+                shown,
+                rest.split('/').next().map_or("", |_| ""),
+                access,
+                cwd,
+            );
+        }
+        if let Some(slash) = prefix.rfind('/') {
+            self.check_path(shown, &prefix[..slash.max(1)], access, cwd);
+        } else if prefix == ".." {
+            self.check_path(shown, prefix, access, cwd);
+        }
+    }
+
+    /// Resolves `v` against every possible working directory and refuses
+    /// it when it lands outside what `access` permits.
+    fn check_path(&mut self, shown: &str, v: &str, access: Access, cwd: &Cwd) {
+        if access == Access::Read && DEV_READ.contains(&v) {
+            return;
+        }
+        if v == "/dev/null" {
+            return;
+        }
+        let root = self.ctx.root;
+        let mut escape: Option<(PathBuf, &'static str)> = None;
+        for base in self.bases(cwd) {
+            let Some(resolved) = resolve_path(base, Path::new(v)) else {
+                escape = Some((PathBuf::from(v), "a symlink loop"));
+                break;
+            };
+            let inside = resolved.starts_with(root);
+            let ok = match access {
+                Access::Read => {
+                    inside
+                        || self.engine.readable.iter().any(|r| resolved.starts_with(r))
+                        || resolved == Path::new("/dev/null")
+                }
+                Access::Write => {
+                    inside
+                        || self.engine.writable.iter().any(|r| resolved.starts_with(r))
+                        || resolved == Path::new("/dev/null")
+                }
+                Access::WriteNotRoot => {
+                    if resolved == root {
+                        escape = Some((resolved, "the project root itself"));
+                        break;
+                    }
+                    inside || self.engine.writable.iter().any(|r| resolved.starts_with(r))
+                }
+            };
+            if !ok {
+                escape = Some((resolved, ""));
+                break;
+            }
+        }
+        if let Some((resolved, why)) = escape {
+            let reason = match (access, why) {
+                (_, "") if access == Access::Read => format!(
+                    "`{shown}` resolves to {}, outside the project root and the readable system directories; only files inside the root may be read",
+                    resolved.display()
+                ),
+                (_, "") => format!(
+                    "`{shown}` resolves to {}, outside the project root; writes must stay inside the root",
+                    resolved.display()
+                ),
+                (_, why) => format!("`{shown}` is {why}; it may not be written or removed"),
+            };
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:path-escape",
+                reason,
+                shown,
+            );
+        }
+    }
+
+    fn cd(&mut self, prog: &str, args: &[Word], cwd: &mut Cwd, persistent: bool) {
+        let target = args
+            .iter()
+            .find(|a| a.value == "-" || !a.value.starts_with('-') || a.value.len() == 1);
+        let Some(t) = target else {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:cd",
+                format!("`{prog}` without a directory goes to the home directory, outside the project root"),
+                prog,
+            );
+            return;
+        };
+        if t.value == "-"
+            || has_expansion(&t.features)
+            || t.features.glob
+            || t.features.brace
+            || t.features.tilde
+        {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::Medium,
+                "builtin:cd",
+                format!(
+                    "`{prog} {}` cannot be followed; `cd` to a literal directory inside the root",
+                    t.raw
+                ),
+                &t.raw,
+            );
+            return;
+        }
+        let mut next = Vec::new();
+        let mut bad = None;
+        for base in self.bases(cwd) {
+            match resolve_path(base, Path::new(&t.value)) {
+                Some(p) if p.starts_with(self.ctx.root) => next.push(p),
+                Some(p) => {
+                    bad = Some(p);
+                    break;
+                }
+                None => {
+                    bad = Some(PathBuf::from(&t.value));
+                    break;
+                }
+            }
+        }
+        if let Some(p) = bad {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:path-escape",
+                format!(
+                    "`{prog} {}` leaves the project root (to {}); later commands would run outside it",
+                    t.raw,
+                    p.display()
+                ),
+                &t.raw,
+            );
+            return;
+        }
+        if !persistent {
+            cwd.uncertain = true;
+        }
+        if !cwd.uncertain && next.len() == 1 {
+            cwd.exact = next.first().cloned();
+        }
+        cwd.seen.extend(next);
+        self.offer_weak(|| {
+            (
+                "builtin:cd".into(),
+                "changes directory inside the project root".into(),
+                Some(t.raw.clone()),
+            )
+        });
+    }
+
+    fn eval(&mut self, args: &[Word], cwd: &Cwd, depth: usize) {
+        if let Some(w) = args.iter().find(|a| has_expansion(&a.features)) {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:eval",
+                "`eval` of a computed string cannot be checked; run the command directly".into(),
+                &w.raw,
+            );
+            return;
+        }
+        let text: Vec<&str> = args.iter().map(|a| a.value.as_str()).collect();
+        self.nested_text(&text.join(" "), "eval", cwd, depth);
+    }
+
+    fn nested_text(&mut self, text: &str, shown: &str, cwd: &Cwd, depth: usize) {
+        if depth + 1 > self.policy.shell.max_nesting {
+            self.too_deep(shown);
+            return;
+        }
+        match lexer::lex(text) {
+            Ok(script) => {
+                let mut inner = cwd.clone();
+                self.script(&script, &mut inner, depth + 1);
+            }
+            Err(ParseError::Empty) => {
+                self.offer_weak(|| ("builtin:shell-state".into(), "an empty script".into(), None));
+            }
+            Err(e) => self.builtin(
+                Verdict::Deny,
+                RiskLevel::Medium,
+                "builtin:nested-parse",
+                format!("the script passed to `{shown}` is not valid shell ({e}); fix its quoting"),
+                shown,
+            ),
+        }
+    }
+
+    /// `bash -c '...'` and friends: true when handled (a `-c` script).
+    fn nested_shell(&mut self, prog: &str, args: &[Word], cwd: &Cwd, depth: usize) -> bool {
+        let mut has_c = false;
+        let mut k = 0;
+        while k < args.len() {
+            let v = args[k].value.as_str();
+            if v == "--" || v == "-" {
+                k += 1;
+                break;
+            }
+            if let Some(long) = v.strip_prefix("--") {
+                k += if matches!(long, "rcfile" | "init-file") {
+                    2
+                } else {
+                    1
+                };
+                continue;
+            }
+            if (v.starts_with('-') || v.starts_with('+')) && v.len() > 1 {
+                if v[1..].contains('c') {
+                    has_c = true;
+                }
+                k += if v.ends_with('o') || v.ends_with('O') {
+                    2
+                } else {
+                    1
+                };
+                continue;
+            }
+            break;
+        }
+        if !has_c {
+            return false;
+        }
+        // Deny or approval rules about the shell itself still apply.
+        let engine = self.engine;
+        let strict: Option<&Rule> = engine
+            .by_program
+            .get(basename(prog))
+            .into_iter()
+            .flatten()
+            .map(|&ri| &engine.rules[ri])
+            .filter(|r| r.action != Verdict::Allow && r.matches(args).is_some())
+            .max_by_key(|r| (r.action, r.risk));
+        if let Some(rule) = strict {
+            self.offer(rule.action, rule.risk, || {
+                (rule.id.clone(), rule.reason.clone(), Some(prog.to_string()))
+            });
+            self.read_only = false;
+        }
+        let Some(script) = args.get(k) else {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::Low,
+                "builtin:nested-shell",
+                format!("`{prog} -c` needs a script"),
+                prog,
+            );
+            return true;
+        };
+        if has_expansion(&script.features) {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:nested-shell",
+                format!("the script of `{prog} -c` is computed at run time and cannot be checked; pass it literally"),
+                &script.raw,
+            );
+            return true;
+        }
+        self.nested_text(&script.value, prog, cwd, depth);
+        true
+    }
+
+    fn state_builtin(&mut self, prog: &str, args: &[Word], cwd: &Cwd) {
+        let declares = matches!(
+            prog,
+            "export" | "readonly" | "local" | "declare" | "typeset"
+        );
+        let names = matches!(prog, "read" | "mapfile" | "readarray");
+        let mut skip_next = false;
+        for (k, a) in args.iter().enumerate() {
+            let v = a.value.as_str();
+            if skip_next {
+                skip_next = false;
+                continue;
+            }
+            if v.starts_with('-') && v.len() > 1 {
+                if declares && v[1..].contains('n') {
+                    self.builtin(
+                        Verdict::Deny,
+                        RiskLevel::High,
+                        "builtin:assignment",
+                        format!("`{prog} {v}` makes a name refer to another variable, which hides assignments; drop -n"),
+                        v,
+                    );
+                }
+                // Options of read/mapfile that take a value.
+                if names
+                    && matches!(
+                        v,
+                        "-p" | "-d"
+                            | "-t"
+                            | "-n"
+                            | "-N"
+                            | "-u"
+                            | "-a"
+                            | "-i"
+                            | "-C"
+                            | "-c"
+                            | "-O"
+                            | "-s"
+                    )
+                {
+                    skip_next = v != "-a" && !(prog != "read" && v == "-t");
+                    if v == "-a" {
+                        if let Some(n) = args.get(k + 1) {
+                            self.check_var_name(&n.value);
+                        }
+                        skip_next = true;
+                    }
+                }
+                continue;
+            }
+            if declares {
+                self.assignment(a, v, cwd);
+            } else if names || (prog == "getopts" && k >= 1) {
+                self.check_var_name(v);
+            }
+        }
+        self.offer_weak(|| {
+            (
+                "builtin:shell-state".into(),
+                format!("`{prog}` only changes the shell's own state"),
+                None,
+            )
+        });
+    }
+
+    /// Skips a wrapper's own options; the index of the wrapped program.
+    fn unwrap(&mut self, base: &str, args: &[Word], cwd: &Cwd) -> Result<Unwrapped, String> {
+        let refuse = |v: &str| {
+            Err(format!(
+                "`{base} {v}` cannot be unwrapped safely; run the inner command directly (or without that option)"
+            ))
+        };
+        let mut k = 0;
+        let done = |k: usize| {
+            if k < args.len() {
+                Ok(Unwrapped::Inner(k))
+            } else {
+                Ok(Unwrapped::Nothing)
+            }
+        };
+        match base {
+            "env" => {
+                while k < args.len() {
+                    let v = args[k].value.as_str();
+                    match v {
+                        "--" => {
+                            k += 1;
+                            break;
+                        }
+                        "-"
+                        | "-i"
+                        | "--ignore-environment"
+                        | "-0"
+                        | "--null"
+                        | "-v"
+                        | "--debug" => k += 1,
+                        "-u" | "--unset" => k += 2,
+                        _ if v.starts_with("--unset=") || (v.starts_with("-u") && v.len() > 2) => {
+                            k += 1
+                        }
+                        _ if v.starts_with("--block-signal")
+                            || v.starts_with("--default-signal")
+                            || v.starts_with("--ignore-signal") =>
+                        {
+                            k += 1
+                        }
+                        _ if v.starts_with('-') => return refuse(v),
+                        _ => break,
+                    }
+                }
+                while k < args.len() && is_assignment(&args[k].value) {
+                    self.assignment(&args[k], &args[k].value, cwd);
+                    k += 1;
+                }
+                done(k)
+            }
+            "nice" => {
+                while k < args.len() {
+                    let v = args[k].value.as_str();
+                    if v == "--" {
+                        k += 1;
+                        break;
+                    }
+                    if v == "-n" || v == "--adjustment" {
+                        k += 2;
+                    } else if v.starts_with("--adjustment=")
+                        || (v.starts_with('-')
+                            && v.len() > 1
+                            && v[1..]
+                                .trim_start_matches('n')
+                                .trim_start_matches(['-', '+'])
+                                .chars()
+                                .all(|c| c.is_ascii_digit()))
+                    {
+                        k += 1;
+                    } else if v.starts_with('-') {
+                        return refuse(v);
+                    } else {
+                        break;
+                    }
+                }
+                done(k)
+            }
+            "nohup" => {
+                if args.first().is_some_and(|a| a.value == "--") {
+                    k = 1;
+                }
+                if args.get(k).is_some_and(|a| a.value.starts_with('-')) {
+                    return Ok(Unwrapped::Nothing);
+                }
+                done(k)
+            }
+            "timeout" => {
+                while k < args.len() {
+                    let v = args[k].value.as_str();
+                    if v == "--" {
+                        k += 1;
+                        break;
+                    }
+                    match v {
+                        "-k" | "-s" | "--kill-after" | "--signal" => k += 2,
+                        "--preserve-status" | "--foreground" | "-v" | "--verbose" => k += 1,
+                        _ if v.starts_with("--kill-after=")
+                            || v.starts_with("--signal=")
+                            || (v.starts_with("-k") && v.len() > 2)
+                            || (v.starts_with("-s") && v.len() > 2) =>
+                        {
+                            k += 1
+                        }
+                        _ if v.starts_with('-') => return refuse(v),
+                        _ => break,
+                    }
+                }
+                // The duration.
+                if k < args.len() {
+                    k += 1;
+                }
+                done(k)
+            }
+            "stdbuf" => {
+                while k < args.len() {
+                    let v = args[k].value.as_str();
+                    if v == "--" {
+                        k += 1;
+                        break;
+                    }
+                    match v {
+                        "-i" | "-o" | "-e" => k += 2,
+                        _ if v.starts_with("--input=")
+                            || v.starts_with("--output=")
+                            || v.starts_with("--error=") =>
+                        {
+                            k += 1
+                        }
+                        _ if v.len() > 2
+                            && (v.starts_with("-i")
+                                || v.starts_with("-o")
+                                || v.starts_with("-e")) =>
+                        {
+                            k += 1
+                        }
+                        _ if v.starts_with('-') => return refuse(v),
+                        _ => break,
+                    }
+                }
+                done(k)
+            }
+            "time" => {
+                while k < args.len() {
+                    let v = args[k].value.as_str();
+                    if v == "--" {
+                        k += 1;
+                        break;
+                    }
+                    match v {
+                        "-p" | "-a" | "--append" | "-v" | "--verbose" | "-q" | "--quiet"
+                        | "--portability" => k += 1,
+                        "-f" | "--format" => k += 2,
+                        "-o" | "--output" => {
+                            if let Some(file) = args.get(k + 1) {
+                                self.read_only = false;
+                                self.check_word(file, Access::Write, cwd);
+                            }
+                            k += 2;
+                        }
+                        _ if v.starts_with("--format=") => k += 1,
+                        _ if v.starts_with("--output=") => {
+                            self.read_only = false;
+                            self.check_path(v, &v["--output=".len()..], Access::Write, cwd);
+                            k += 1;
+                        }
+                        _ if v.starts_with('-') => return refuse(v),
+                        _ => break,
+                    }
+                }
+                done(k)
+            }
+            "exec" => {
+                while k < args.len() {
+                    let v = args[k].value.as_str();
+                    match v {
+                        "--" => {
+                            k += 1;
+                            break;
+                        }
+                        "-c" | "-l" | "-cl" | "-lc" => k += 1,
+                        "-a" => k += 2,
+                        _ if v.starts_with('-') => return refuse(v),
+                        _ => break,
+                    }
+                }
+                done(k)
+            }
+            "command" => {
+                while k < args.len() {
+                    match args[k].value.as_str() {
+                        "--" => {
+                            k += 1;
+                            break;
+                        }
+                        "-p" => k += 1,
+                        "-v" | "-V" | "-pv" | "-pV" => return Ok(Unwrapped::Lookup),
+                        v if v.starts_with('-') => return refuse(v),
+                        _ => break,
+                    }
+                }
+                done(k)
+            }
+            "builtin" => done(0),
+            _ => Ok(Unwrapped::NotAWrapper),
+        }
+    }
+}
+
+enum Unwrapped {
+    /// The wrapped program is at this argument index.
+    Inner(usize),
+    /// The wrapper runs nothing (`env` alone prints the environment).
+    Nothing,
+    /// `command -v`: a name lookup.
+    Lookup,
+    NotAWrapper,
+}
+
+fn base_is(prog: &str, name: &str) -> bool {
+    basename(prog) == name
+}

@@ -1,0 +1,387 @@
+//! Per-run cgroups: a place to count, limit and kill every process of a run,
+//! whatever it double-forked or re-parented.
+//!
+//! Layouts handled: pure cgroup v2 (`pids`/`memory` when the controllers can
+//! be enabled, `cgroup.kill` always), and hybrid hosts where v1 controller
+//! hierarchies carry the limits while the controller-less v2 mount still
+//! gives `cgroup.kill`. The child joins every hierarchy by writing "0" to a
+//! `cgroup.procs` fd the parent opened, before it drops privileges.
+
+use std::fs;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::Mode;
+
+/// What this host offers, found once in `Sandbox::prepare`.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    /// v2 base dir for our runs (`cgroup.kill`, maybe controllers).
+    pub v2_base: Option<PathBuf>,
+    pub v2_pids: bool,
+    pub v2_memory: bool,
+    /// v1 base dirs per controller.
+    pub v1_pids: Option<PathBuf>,
+    pub v1_memory: Option<PathBuf>,
+    pub v1_freezer: Option<PathBuf>,
+}
+
+impl Layout {
+    pub fn any(&self) -> bool {
+        self.v2_base.is_some()
+            || self.v1_pids.is_some()
+            || self.v1_memory.is_some()
+            || self.v1_freezer.is_some()
+    }
+}
+
+/// Reads `/proc/self/mountinfo` and `/proc/self/cgroup` and creates (or
+/// reuses) the `agent-exec` base directories. Any failure only removes
+/// that hierarchy from the layout: cgroups are a best-effort layer.
+pub fn detect() -> Layout {
+    let mut layout = Layout::default();
+    let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
+        return layout;
+    };
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for line in mountinfo.lines() {
+        // "id parent maj:min root mountpoint opts ... - fstype source superopts"
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut l = left.split(' ');
+        let (Some(_), Some(_), Some(_), Some(root), Some(mnt)) =
+            (l.next(), l.next(), l.next(), l.next(), l.next())
+        else {
+            continue;
+        };
+        if root != "/" {
+            // A bind of a sub-tree (a container's view); our own path
+            // inside it is not computable from /proc/self/cgroup.
+            continue;
+        }
+        let mut r = right.split(' ');
+        let (Some(fstype), Some(_), Some(superopts)) = (r.next(), r.next(), r.next()) else {
+            continue;
+        };
+        let mnt = PathBuf::from(unescape(mnt));
+        match fstype {
+            "cgroup2" if layout.v2_base.is_none() => {
+                // Controllers can only be enabled for children of a cgroup
+                // without processes, so the base lives at the hierarchy's
+                // root rather than under our own (populated) cgroup.
+                let base = mnt.join("agent-exec");
+                if fs::create_dir(&base).is_err() && !base.is_dir() {
+                    continue;
+                }
+                let available =
+                    fs::read_to_string(mnt.join("cgroup.controllers")).unwrap_or_default();
+                let mut want = Vec::new();
+                for c in ["pids", "memory"] {
+                    if available.split_whitespace().any(|a| a == c) {
+                        want.push(c);
+                    }
+                }
+                for c in &want {
+                    let _ = write_file(&mnt.join("cgroup.subtree_control"), &format!("+{c}"));
+                    let _ = write_file(&base.join("cgroup.subtree_control"), &format!("+{c}"));
+                }
+                let enabled =
+                    fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
+                layout.v2_pids = enabled.split_whitespace().any(|a| a == "pids");
+                layout.v2_memory = enabled.split_whitespace().any(|a| a == "memory");
+                layout.v2_base = Some(base);
+            }
+            "cgroup" => {
+                for ctl in ["pids", "memory", "freezer"] {
+                    if !superopts.split(',').any(|o| o == ctl) {
+                        continue;
+                    }
+                    // v1 has no "no internal processes" rule: nest under our
+                    // own cgroup so the runs stay inside our own limits.
+                    let own_path = own
+                        .lines()
+                        .filter_map(|l| {
+                            let mut parts = l.splitn(3, ':');
+                            parts.next();
+                            parts.next().zip(parts.next())
+                        })
+                        .find(|(ctls, _)| ctls.split(',').any(|c| c == ctl))
+                        .map(|(_, p)| p.trim_start_matches('/').to_string())
+                        .unwrap_or_default();
+                    let base = mnt.join(own_path).join("agent-exec");
+                    if fs::create_dir_all(&base).is_err() {
+                        continue;
+                    }
+                    let slot = match ctl {
+                        "pids" => &mut layout.v1_pids,
+                        "memory" => &mut layout.v1_memory,
+                        _ => &mut layout.v1_freezer,
+                    };
+                    *slot = Some(base);
+                }
+            }
+            _ => {}
+        }
+    }
+    layout
+}
+
+fn unescape(s: &str) -> String {
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
+    let mut f = fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all(value.as_bytes())
+}
+
+/// One run's cgroups (one per hierarchy used).
+#[derive(Debug)]
+pub struct RunCgroup {
+    /// Every directory created, for removal.
+    dirs: Vec<PathBuf>,
+    /// `cgroup.procs` of each, opened for the child to join.
+    pub procs_fds: Vec<OwnedFd>,
+    v2: Option<PathBuf>,
+    freezer: Option<PathBuf>,
+    /// Limits actually written, for the summary.
+    pub applied: Vec<String>,
+}
+
+static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl RunCgroup {
+    /// Creates the run's cgroups and writes the limits. `None` when no
+    /// hierarchy accepted a new cgroup.
+    pub fn create(layout: &Layout, pids_max: u64, memory_max: u64) -> Option<RunCgroup> {
+        let name = format!(
+            "run-{}-{}",
+            std::process::id(),
+            RUN_SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut cg = RunCgroup {
+            dirs: Vec::new(),
+            procs_fds: Vec::new(),
+            v2: None,
+            freezer: None,
+            applied: Vec::new(),
+        };
+        let join = |cg: &mut RunCgroup, base: &Path| -> Option<PathBuf> {
+            let dir = base.join(&name);
+            fs::create_dir(&dir).ok()?;
+            cg.dirs.push(dir.clone());
+            let fd = open(
+                &dir.join("cgroup.procs"),
+                OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()?;
+            cg.procs_fds.push(fd);
+            Some(dir)
+        };
+        if let Some(base) = &layout.v2_base
+            && let Some(dir) = join(&mut cg, base)
+        {
+            if pids_max > 0
+                && layout.v2_pids
+                && write_file(&dir.join("pids.max"), &pids_max.to_string()).is_ok()
+            {
+                cg.applied.push(format!("cgroup_pids_max={pids_max}"));
+            }
+            if memory_max > 0
+                && layout.v2_memory
+                && write_file(&dir.join("memory.max"), &memory_max.to_string()).is_ok()
+            {
+                let _ = write_file(&dir.join("memory.swap.max"), "0");
+                cg.applied.push(format!("cgroup_memory_max={memory_max}"));
+            }
+            if dir.join("cgroup.kill").exists() {
+                cg.applied.push("cgroup_kill".to_string());
+            }
+            cg.v2 = Some(dir);
+        }
+        if pids_max > 0
+            && !cg_has(&cg.applied, "cgroup_pids_max")
+            && let Some(base) = &layout.v1_pids
+            && let Some(dir) = join(&mut cg, base)
+            && write_file(&dir.join("pids.max"), &pids_max.to_string()).is_ok()
+        {
+            cg.applied.push(format!("cgroup_pids_max={pids_max}"));
+        }
+        if memory_max > 0
+            && !cg_has(&cg.applied, "cgroup_memory_max")
+            && let Some(base) = &layout.v1_memory
+            && let Some(dir) = join(&mut cg, base)
+            && write_file(&dir.join("memory.limit_in_bytes"), &memory_max.to_string()).is_ok()
+        {
+            cg.applied.push(format!("cgroup_memory_max={memory_max}"));
+        }
+        if cg.v2.is_none()
+            && let Some(base) = &layout.v1_freezer
+            && let Some(dir) = join(&mut cg, base)
+        {
+            cg.freezer = Some(dir);
+            cg.applied.push("cgroup_freezer".to_string());
+        }
+        if cg.dirs.is_empty() { None } else { Some(cg) }
+    }
+
+    /// Kills every process of the run: `cgroup.kill` on v2, else freeze,
+    /// SIGKILL each member and thaw (so none can fork in between), else a
+    /// bounded SIGKILL sweep.
+    pub fn kill_all(&self) -> std::io::Result<()> {
+        if let Some(v2) = &self.v2
+            && write_file(&v2.join("cgroup.kill"), "1").is_ok()
+        {
+            return Ok(());
+        }
+        let Some(members_dir) = self.freezer.as_ref().or(self.dirs.first()) else {
+            return Ok(());
+        };
+        let frozen = match &self.freezer {
+            Some(f) => {
+                write_file(&f.join("freezer.state"), "FROZEN")?;
+                for _ in 0..100 {
+                    if fs::read_to_string(f.join("freezer.state"))
+                        .map(|s| s.trim() == "FROZEN")
+                        .unwrap_or(false)
+                    {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                true
+            }
+            None => false,
+        };
+        let sweep = || -> std::io::Result<()> {
+            for _ in 0..if frozen { 1 } else { 50 } {
+                let pids = members(members_dir)?;
+                if pids.is_empty() {
+                    break;
+                }
+                for pid in pids {
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            Ok(())
+        };
+        let swept = sweep();
+        // Thaw even when the sweep failed: a frozen cgroup would hang its
+        // processes (and the pool would hand it to the next run).
+        if let Some(f) = &self.freezer {
+            write_file(&f.join("freezer.state"), "THAWED")?;
+        }
+        swept
+    }
+
+    pub fn is_empty(&self) -> bool {
+        if let Some(v2) = &self.v2
+            && let Ok(events) = fs::read_to_string(v2.join("cgroup.events"))
+        {
+            return events.lines().any(|l| l.trim() == "populated 0");
+        }
+        self.dirs
+            .iter()
+            .all(|d| members(d).map(|m| m.is_empty()).unwrap_or(true))
+    }
+}
+
+fn cg_has(applied: &[String], prefix: &str) -> bool {
+    applied.iter().any(|a| a.starts_with(prefix))
+}
+
+fn members(dir: &Path) -> std::io::Result<Vec<i32>> {
+    Ok(fs::read_to_string(dir.join("cgroup.procs"))?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect())
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        if !self.is_empty() {
+            let _ = self.kill_all();
+        }
+        // Killed processes leave the cgroup asynchronously; rmdir is EBUSY
+        // until they have.
+        for dir in self.dirs.iter().rev() {
+            let mut ok = false;
+            for i in 0..200 {
+                if fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    ok = true;
+                    break;
+                }
+                if i % 20 == 19 {
+                    let _ = self.kill_all();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            if !ok {
+                tracing::warn!(cgroup = %dir.display(), "could not remove a run cgroup");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The v1 path (freeze, kill each member, thaw) used when no v2
+    /// hierarchy gives `cgroup.kill`.
+    #[test]
+    fn v1_freeze_and_kill_empties_the_cgroup() {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let full = detect();
+        if full.v1_freezer.is_none() {
+            eprintln!("skipped: no v1 freezer hierarchy");
+            return;
+        }
+        let layout = Layout { v2_base: None, v2_pids: false, v2_memory: false, ..full };
+        let cg = RunCgroup::create(&layout, 64, 0).unwrap();
+        assert!(cg.applied.iter().any(|a| a == "cgroup_freezer"), "{:?}", cg.applied);
+        let mut children = Vec::new();
+        for _ in 0..3 {
+            let c = std::process::Command::new("/bin/sleep").arg("60").spawn().unwrap();
+            for dir in &cg.dirs {
+                write_file(&dir.join("cgroup.procs"), &c.id().to_string()).unwrap();
+            }
+            children.push(c);
+        }
+        assert!(!cg.is_empty());
+        cg.kill_all().unwrap();
+        for c in &mut children {
+            let status = c.wait().unwrap();
+            assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        }
+        assert!(cg.is_empty());
+        let state = fs::read_to_string(cg.freezer.as_ref().unwrap().join("freezer.state")).unwrap();
+        assert_eq!(state.trim(), "THAWED");
+    }
+}

@@ -1,0 +1,84 @@
+//! The per-run HOME/TMPDIR: private to the child user, removed afterwards.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::SandboxError;
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Creates (or checks) the supervisor-owned 0711 base: others may traverse
+/// it to reach their own run dir but not list it. A pre-existing base that
+/// is a symlink or owned by someone else is refused, since whoever owns it
+/// could swap run dirs under us.
+pub fn ensure_base() -> Result<PathBuf, SandboxError> {
+    let euid = nix::unistd::Uid::effective().as_raw();
+    let base = std::env::temp_dir().join(format!("agent-exec-{euid}"));
+    match fs::DirBuilder::new().mode(0o711).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(SandboxError::RunDir(format!("{}: {e}", base.display()))),
+    }
+    let md = fs::symlink_metadata(&base)
+        .map_err(|e| SandboxError::RunDir(format!("{}: {e}", base.display())))?;
+    if !md.is_dir() || md.uid() != euid {
+        return Err(SandboxError::RunDir(format!(
+            "{} is not a directory owned by uid {euid}; remove it",
+            base.display()
+        )));
+    }
+    if md.mode() & 0o7777 != 0o711 {
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o711))
+            .map_err(|e| SandboxError::RunDir(format!("{}: {e}", base.display())))?;
+    }
+    Ok(base)
+}
+
+/// A run dir; removed on drop.
+#[derive(Debug)]
+pub struct RunDir {
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    pub fn create(base: &Path, uid: u32, gid: u32) -> Result<RunDir, SandboxError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "run-{}-{}-{nanos:08x}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = base.join(name);
+        let err = |e: std::io::Error| SandboxError::RunDir(format!("{}: {e}", path.display()));
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(err)?;
+        let dir = RunDir { path };
+        if nix::unistd::Uid::effective().as_raw() != uid {
+            nix::unistd::chown(
+                &dir.path,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+            )
+            .map_err(|e| SandboxError::RunDir(format!("{}: chown: {e}", dir.path.display())))?;
+        }
+        Ok(dir)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        // remove_dir_all does not follow symlinks the child may have left.
+        if let Err(e) = fs::remove_dir_all(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.path.display(), error = %e, "could not remove a run dir");
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! `agent-exec serve`: the `run_shell` tool over a Unix socket.
+//!
+//! Newline-delimited JSON both ways (see `docs/protocol.md`). The daemon
+//! adds only transport concerns: who may connect, how many calls run, what
+//! happens when a client or the daemon goes away. Policy, sandbox, limits,
+//! idempotency, budgets and traces are the service's, shared with the CLI.
+
+mod server;
+mod socket;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use server::{ServerConfig, serve};
+pub use socket::{SocketGuard, allowed_uids, bind};
+
+use crate::exec::CancelToken;
+use crate::request::{RequestLimits, RunRequest};
+use crate::result::ToolResult;
+
+/// What the daemon asks of the layer below it. `crate::service::Service`
+/// is the real one; tests may put a stand-in behind the same transport.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs one validated call to its end; blocking.
+    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult;
+    /// The tool's JSON Schema, the policy's name and hash, and the limits.
+    fn describe(&self) -> serde_json::Value;
+}
+
+impl Handler for crate::service::Service {
+    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
+        crate::service::Service::call(self, req, cancel)
+    }
+    fn describe(&self) -> serde_json::Value {
+        crate::service::Service::describe(self)
+    }
+}
+
+/// `agent-exec serve` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeOptions {
+    /// Policy file (TOML); validated before the socket is created.
+    #[arg(long)]
+    pub policy: PathBuf,
+    /// Project root the commands run in.
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Socket path; its directory must belong to this user and be writable
+    /// by no one else.
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// State directory (idempotency keys, budgets). Default: `state` next to
+    /// the socket.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Calls running at once. Default: twice the number of cores.
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Calls waiting beyond those; more are answered BUSY at once.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// On SIGTERM/SIGINT, how long running calls may finish before they are
+    /// cancelled.
+    #[arg(long, default_value_t = 10_000)]
+    pub grace_ms: u64,
+}
+
+/// Why the daemon could not start (exit status 125).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("policy: {0}")]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("root {path}: {reason}")]
+    Root { path: PathBuf, reason: String },
+    #[error("socket {path}: {reason}")]
+    Socket { path: PathBuf, reason: String },
+    #[error("service: {0}")]
+    Service(#[from] crate::service::ServiceError),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("--max-concurrent must be at least 1")]
+    NoSlots,
+}
+
+impl ServeError {
+    pub fn exit_code(&self) -> i32 {
+        125
+    }
+}
+
+/// Entry point for `main`: runs the daemon and returns the process exit
+/// status (0 after a clean shutdown, 125 when it could not start).
+pub fn main(opts: ServeOptions) -> i32 {
+    init_logging();
+    match run_serve(opts) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("agent-exec serve: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Structured logs on stderr; `RUST_LOG` overrides the `info` default.
+/// Does nothing if the program already installed a subscriber.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Loads and checks everything, binds the socket, and serves until SIGTERM
+/// or SIGINT; then drains and removes the socket.
+pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
+    let max_concurrent = match opts.max_concurrent {
+        Some(0) => return Err(ServeError::NoSlots),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
+    };
+    let policy = crate::policy::Policy::load(&opts.policy)?;
+    let root = std::fs::canonicalize(&opts.root).map_err(|e| ServeError::Root {
+        path: opts.root.clone(),
+        reason: e.to_string(),
+    })?;
+    if !root.is_dir() {
+        return Err(ServeError::Root {
+            path: opts.root.clone(),
+            reason: "not a directory".into(),
+        });
+    }
+    let state_dir = match &opts.state {
+        Some(s) => s.clone(),
+        None => opts
+            .socket
+            .parent()
+            .map_or_else(|| PathBuf::from("state"), |p| p.join("state")),
+    };
+    let limits = RequestLimits::from_policy(&policy.limits);
+    let allowed = allowed_uids(&policy.daemon.allowed_uids);
+    let group = policy.daemon.socket_group.clone();
+    let (policy_name, policy_hash) = (policy.name.clone(), policy.sha256.clone());
+
+    // The service opens the state store: an unusable state directory stops
+    // the start here, before the socket exists.
+    let service = Arc::new(crate::service::Service::new(service_config(
+        policy, root, state_dir,
+    ))?);
+
+    // Bound before the runtime starts any thread (see `socket::bind`).
+    let (std_listener, mut guard) = bind(&opts.socket, group.as_deref())?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("agent-exec-serve")
+        // Calls beyond the running slots wait in the queue, not on threads.
+        .max_blocking_threads(max_concurrent + 4)
+        .build()
+        .map_err(|source| ServeError::Io {
+            what: "starting the runtime",
+            source,
+        })?;
+    let cfg = ServerConfig {
+        max_concurrent,
+        queue: opts.queue,
+        grace: Duration::from_millis(opts.grace_ms),
+        allowed_uids: allowed,
+        limits,
+    };
+    tracing::info!(
+        socket = %opts.socket.display(),
+        policy = %policy_name,
+        policy_sha256 = %policy_hash,
+        max_concurrent,
+        queue = opts.queue,
+        "serving"
+    );
+    let result = runtime.block_on(async {
+        let listener =
+            tokio::net::UnixListener::from_std(std_listener).map_err(|source| ServeError::Io {
+                what: "registering the listener",
+                source,
+            })?;
+        let shutdown = shutdown_signal()?;
+        serve(listener, service.clone(), cfg, shutdown, || {
+            guard.remove_file()
+        })
+        .await;
+        Ok::<(), ServeError>(())
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    // Dropping the service closes the store, which checkpoints its journal.
+    drop(service);
+    result
+}
+
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|source| ServeError::Io {
+        what: "installing the SIGTERM handler",
+        source,
+    })?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|source| ServeError::Io {
+        what: "installing the SIGINT handler",
+        source,
+    })?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+    })
+}
+
+/// The one place that knows how the service is configured for the daemon.
+fn service_config(
+    policy: crate::policy::Policy,
+    root: PathBuf,
+    state_dir: PathBuf,
+) -> crate::service::ServiceConfig {
+    let mut cfg = crate::service::ServiceConfig::new(policy, root);
+    cfg.state_dir = Some(state_dir);
+    cfg.require_idempotency = true;
+    cfg
+}

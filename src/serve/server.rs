@@ -1,0 +1,560 @@
+//! The accept loop, connections, admission control and shutdown.
+//!
+//! Each connection has a reader (this task) and a writer task fed through a
+//! bounded channel, so answers go out as soon as each call ends, in any
+//! order, and a client that stops reading slows only its own reader.
+//!
+//! Admission: at most `max_concurrent` calls run, at most `queue` more wait;
+//! beyond that a request is answered `BUSY` at once. Waiting and running
+//! calls watch two signals: the client vanishing and the daemon's hard
+//! stop; either cancels the call, which kills its command tree.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
+
+use super::Handler;
+use crate::exec::CancelToken;
+use crate::request::{Envelope, RequestLimits, RunRequest, ToolCall, parse_request_line};
+use crate::result::{ErrorType, ToolResult};
+
+/// How the server behaves, independent of where requests go.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub max_concurrent: usize,
+    pub queue: usize,
+    /// How long running calls may finish after SIGTERM before they are
+    /// cancelled.
+    pub grace: Duration,
+    /// Peer uids accepted (already resolved: never empty).
+    pub allowed_uids: Vec<u32>,
+    pub limits: RequestLimits,
+}
+
+struct Shared<H> {
+    handler: Arc<H>,
+    cfg: ServerConfig,
+    slots: Semaphore,
+    /// Running plus waiting calls.
+    admitted: AtomicUsize,
+    idle: Notify,
+    /// Set once SIGTERM arrives: nothing new starts.
+    draining: watch::Sender<bool>,
+    /// Set when the grace period is over: everything still running is
+    /// cancelled.
+    hard_stop: watch::Sender<bool>,
+    /// Set when connections must stop reading and close.
+    closing: watch::Sender<bool>,
+    call_prefix: String,
+    next_call: AtomicU64,
+    next_conn: AtomicU64,
+}
+
+impl<H: Handler> Shared<H> {
+    fn call_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.call_prefix,
+            self.next_call.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    fn release(&self) {
+        if self.admitted.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.admitted.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Serves `listener` until `shutdown` resolves, then drains: running calls
+/// get `cfg.grace` to finish before they are cancelled. `on_stop_accepting`
+/// runs as soon as no new connection is taken (the socket file goes then).
+pub async fn serve<H: Handler>(
+    listener: tokio::net::UnixListener,
+    handler: Arc<H>,
+    cfg: ServerConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+    on_stop_accepting: impl FnOnce(),
+) {
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let shared = Arc::new(Shared {
+        handler,
+        slots: Semaphore::new(cfg.max_concurrent.max(1)),
+        cfg,
+        admitted: AtomicUsize::new(0),
+        idle: Notify::new(),
+        draining: watch::channel(false).0,
+        hard_stop: watch::channel(false).0,
+        closing: watch::channel(false).0,
+        call_prefix: format!("d{start:x}"),
+        next_call: AtomicU64::new(1),
+        next_conn: AtomicU64::new(1),
+    });
+    let mut conns = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                    if let Some(stream) = admit_peer(&shared, stream, conn) {
+                        conns.spawn(connection(shared.clone(), stream, conn));
+                    }
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::error!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            // Reap finished connection tasks as we go.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    drop(listener);
+    on_stop_accepting();
+    let running = shared.admitted.load(Ordering::Acquire);
+    tracing::info!(
+        running,
+        grace_ms = shared.cfg.grace.as_millis() as u64,
+        "shutting down: draining"
+    );
+    shared.draining.send_replace(true);
+    if tokio::time::timeout(shared.cfg.grace, shared.wait_idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            running = shared.admitted.load(Ordering::Acquire),
+            "grace period over: cancelling the remaining calls"
+        );
+        shared.hard_stop.send_replace(true);
+        if tokio::time::timeout(Duration::from_secs(30), shared.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::error!("calls did not end after cancellation; exiting anyway");
+        }
+    }
+    shared.closing.send_replace(true);
+    // Writers flush what is queued; a client that does not read is not
+    // waited for long.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    conns.abort_all();
+    tracing::info!("stopped");
+}
+
+fn admit_peer<H: Handler>(shared: &Shared<H>, stream: UnixStream, conn: u64) -> Option<UnixStream> {
+    match stream.peer_cred() {
+        Ok(cred) if shared.cfg.allowed_uids.contains(&cred.uid()) => {
+            tracing::debug!(conn, uid = cred.uid(), pid = ?cred.pid(), "connection accepted");
+            Some(stream)
+        }
+        Ok(cred) => {
+            tracing::warn!(conn, uid = cred.uid(), pid = ?cred.pid(), "connection refused: peer uid not allowed");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(conn, error = %e, "connection refused: peer credentials unavailable");
+            None
+        }
+    }
+}
+
+/// Per-connection state shared with its calls.
+struct Conn {
+    id: u64,
+    tx: mpsc::Sender<Vec<u8>>,
+    /// Set when the client is gone (hung up, or a write failed).
+    gone: watch::Sender<bool>,
+    inflight: AtomicUsize,
+    done: Notify,
+}
+
+async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64) {
+    let (rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::channel(256);
+    let conn = Arc::new(Conn {
+        id,
+        tx,
+        gone: watch::channel(false).0,
+        inflight: AtomicUsize::new(0),
+        done: Notify::new(),
+    });
+    let writer = tokio::spawn(write_loop(wr, rx, conn.gone.clone()));
+    let mut reader = BufReader::with_capacity(64 << 10, rd);
+    let mut line = Vec::new();
+    let mut closing = shared.closing.subscribe();
+    let mut gone = conn.gone.subscribe();
+    let mut eof = false;
+    loop {
+        tokio::select! {
+            _ = until(&mut closing) => break,
+            _ = until(&mut gone) => break,
+            read = read_line_limited(&mut reader, &mut line, shared.cfg.limits.max_line_bytes) => match read {
+                Ok(Line::Eof) => { eof = true; break; }
+                Err(e) => {
+                    tracing::debug!(conn = id, error = %e, "read failed");
+                    conn.gone.send_replace(true);
+                    break;
+                }
+                Ok(Line::TooLong(n)) => {
+                    let mut r = ToolResult::refusal(shared.call_id(), ErrorType::InvalidArguments, format!(
+                        "request: line is over {} bytes (at least {n}); it was skipped",
+                        shared.cfg.limits.max_line_bytes
+                    ));
+                    r.id = None;
+                    respond(&conn, r, "unknown", Instant::now()).await;
+                }
+                Ok(Line::Data) => {
+                    let trimmed = line.strip_suffix(b"\r").unwrap_or(&line);
+                    if !trimmed.iter().all(u8::is_ascii_whitespace) {
+                        dispatch(&shared, &conn, trimmed).await;
+                    }
+                }
+            }
+        }
+    }
+    if eof {
+        // The client finished sending. It may still be waiting for answers
+        // (a half-close, as `socat` does at end of input), so its calls keep
+        // running until they end or the client hangs up for good.
+        let fd = reader.get_ref().as_ref();
+        loop {
+            let done = conn.done.notified();
+            let closing_now = *closing.borrow();
+            if conn.inflight.load(Ordering::Acquire) == 0 || closing_now {
+                break;
+            }
+            if peer_hung_up(fd) {
+                conn.gone.send_replace(true);
+                break;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), done).await;
+        }
+    }
+    // Calls still running hold their own handle on the connection; the
+    // writer ends when the last of them has answered (or found the client
+    // gone), and not before.
+    drop(reader);
+    drop(conn);
+    let _ = writer.await;
+}
+
+async fn write_loop(
+    wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    gone: watch::Sender<bool>,
+) {
+    let mut w = BufWriter::with_capacity(64 << 10, wr);
+    while let Some(first) = rx.recv().await {
+        let mut result = w.write_all(&first).await;
+        // Batch whatever is already queued into one flush.
+        while result.is_ok() {
+            match rx.try_recv() {
+                Ok(more) => result = w.write_all(&more).await,
+                Err(_) => break,
+            }
+        }
+        if result.is_ok() {
+            result = w.flush().await;
+        }
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "client stopped reading: cancelling its calls");
+            gone.send_replace(true);
+            // Keep receiving so no call blocks on a full channel.
+            while rx.recv().await.is_some() {}
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// Resolves once the flag is set. The guard `wait_for` returns is not
+/// `Send`, so it must not live in a `select!` output.
+async fn until(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|set| *set).await.is_err() {
+        // The sender is gone, so the flag can never be set.
+        std::future::pending::<()>().await;
+    }
+}
+
+fn peer_hung_up(stream: &UnixStream) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::empty())];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(_) => fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+        Err(_) => false,
+    }
+}
+
+async fn dispatch<H: Handler>(shared: &Arc<Shared<H>>, conn: &Arc<Conn>, line: &[u8]) {
+    let received = Instant::now();
+    let envelope = match parse_request_line(line, &shared.cfg.limits) {
+        Ok(e) => e,
+        Err(e) => {
+            let r = e.to_result(shared.call_id());
+            respond(conn, r, "invalid", received).await;
+            return;
+        }
+    };
+    let Envelope { id, call } = envelope;
+    match call {
+        ToolCall::Describe => {
+            let mut r = ToolResult::refusal(shared.call_id(), ErrorType::InternalError, "");
+            r.ok = true;
+            r.error_type = None;
+            r.recoverable = false;
+            r.suggestion = None;
+            r.exit_code = Some(0);
+            r.message =
+                "describe: the tool definition, policy and limits are in stdout as JSON".into();
+            r.stdout = shared.handler.describe().to_string();
+            r.stdout_bytes = r.stdout.len() as u64;
+            r.id = id;
+            respond(conn, r, "describe", received).await;
+        }
+        ToolCall::RunShell(req) => admit(shared, conn, id, req, received).await,
+    }
+}
+
+async fn admit<H: Handler>(
+    shared: &Arc<Shared<H>>,
+    conn: &Arc<Conn>,
+    id: Option<serde_json::Value>,
+    req: RunRequest,
+    received: Instant,
+) {
+    let busy = |msg: String| {
+        let mut r = ToolResult::refusal(shared.call_id(), ErrorType::Busy, msg);
+        r.id = id.clone();
+        r
+    };
+    let draining = *shared.draining.borrow();
+    if draining {
+        let r = busy("the daemon is shutting down and takes no new calls".into());
+        respond(conn, r, "run_shell", received).await;
+        return;
+    }
+    let cap = shared.cfg.max_concurrent + shared.cfg.queue;
+    if shared.admitted.fetch_add(1, Ordering::AcqRel) >= cap {
+        shared.release();
+        let r = busy(format!(
+            "{} calls are running and {} waiting, the most this daemon takes",
+            shared.cfg.max_concurrent, shared.cfg.queue
+        ));
+        respond(conn, r, "run_shell", received).await;
+        return;
+    }
+    conn.inflight.fetch_add(1, Ordering::AcqRel);
+    let (shared, conn) = (shared.clone(), conn.clone());
+    tokio::spawn(async move {
+        let r = run_call(&shared, &conn, id, req).await;
+        respond(&conn, r, "run_shell", received).await;
+        shared.release();
+        if conn.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            conn.done.notify_waiters();
+        }
+    });
+}
+
+async fn run_call<H: Handler>(
+    shared: &Arc<Shared<H>>,
+    conn: &Arc<Conn>,
+    id: Option<serde_json::Value>,
+    req: RunRequest,
+) -> ToolResult {
+    let mut gone = conn.gone.subscribe();
+    let mut draining = shared.draining.subscribe();
+    let mut hard_stop = shared.hard_stop.subscribe();
+    let cancelled_before_start = |why: &str| {
+        let mut r = ToolResult::refusal(
+            shared.call_id(),
+            ErrorType::Cancelled,
+            format!("{why} before the call started; nothing ran"),
+        );
+        r.id = id.clone();
+        r
+    };
+    // Waiting in the queue: a client that left or a daemon that stops means
+    // the call never starts.
+    let permit = tokio::select! {
+        p = shared.slots.acquire() => match p {
+            Ok(p) => p,
+            Err(_) => return cancelled_before_start("the daemon stopped"),
+        },
+        _ = until(&mut gone) => return cancelled_before_start("the client disconnected"),
+        _ = until(&mut draining) => return cancelled_before_start("the daemon is shutting down"),
+    };
+    let token = CancelToken::new();
+    let handler = shared.handler.clone();
+    let call_token = token.clone();
+    // The blocking thread stays inside `call` until the command and all its
+    // descendants are gone, so the thread a child was forked from (which
+    // PDEATHSIG follows) outlives that child.
+    let mut job = tokio::task::spawn_blocking(move || handler.call(req, &call_token));
+    let joined = loop {
+        tokio::select! {
+            j = &mut job => break j,
+            _ = until(&mut gone), if !token.is_cancelled() => {
+                tracing::info!(conn = conn.id, "client disconnected: cancelling its call");
+                token.cancel();
+            }
+            _ = until(&mut hard_stop), if !token.is_cancelled() => token.cancel(),
+        }
+    };
+    drop(permit);
+    let mut r = match joined {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "the call panicked");
+            ToolResult::refusal(
+                shared.call_id(),
+                ErrorType::InternalError,
+                "the call failed internally",
+            )
+        }
+    };
+    r.id = id;
+    r
+}
+
+async fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
+    tracing::info!(
+        conn = conn.id,
+        call_id = %r.call_id,
+        tool,
+        decision = ?r.policy_decision,
+        error_type = ?r.error_type,
+        exit_code = ?r.exit_code,
+        duplicate = r.duplicate,
+        duration_ms = received.elapsed().as_millis() as u64,
+        "request"
+    );
+    let mut line = match serde_json::to_vec(&r) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "could not encode a result");
+            let fallback = ToolResult::refusal(
+                r.call_id.clone(),
+                ErrorType::InternalError,
+                "the result could not be encoded",
+            );
+            serde_json::to_vec(&fallback).unwrap_or_default()
+        }
+    };
+    line.push(b'\n');
+    // A closed channel means the client is gone; there is no one to tell.
+    let _ = conn.tx.send(line).await;
+}
+
+enum Line {
+    /// A complete line (without its newline) is in the buffer.
+    Data,
+    /// A line over the limit was skipped; at least this many bytes.
+    TooLong(usize),
+    Eof,
+}
+
+/// Reads one line into `buf` without ever holding more than `max` bytes of
+/// it: an over-long line is skipped to its end and reported, and the
+/// connection goes on with the next one.
+async fn read_line_limited<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    buf.clear();
+    let mut skipped = 0usize;
+    loop {
+        let avail = r.fill_buf().await?;
+        if avail.is_empty() {
+            // A last line without a newline still counts.
+            return Ok(if skipped > 0 {
+                Line::TooLong(skipped)
+            } else if buf.is_empty() {
+                Line::Eof
+            } else {
+                Line::Data
+            });
+        }
+        let (chunk, found) = match avail.iter().position(|b| *b == b'\n') {
+            Some(i) => (&avail[..i], Some(i + 1)),
+            None => (avail, None),
+        };
+        if skipped > 0 || buf.len() + chunk.len() > max {
+            skipped += buf.len() + chunk.len();
+            buf.clear();
+        } else {
+            buf.extend_from_slice(chunk);
+        }
+        let used = found.unwrap_or(avail.len());
+        r.consume(used);
+        if found.is_some() {
+            return Ok(if skipped > 0 {
+                Line::TooLong(skipped)
+            } else {
+                Line::Data
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<Result<String, usize>> {
+        let mut r = BufReader::with_capacity(4, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line_limited(&mut r, &mut buf, max).await.unwrap() {
+                Line::Eof => return out,
+                Line::Data => out.push(Ok(String::from_utf8(buf.clone()).unwrap())),
+                Line::TooLong(n) => out.push(Err(n)),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_skipped_and_reading_goes_on() {
+        let got = lines(b"ab\n0123456789\ncd\nlast", 5).await;
+        assert_eq!(
+            got,
+            vec![Ok("ab".into()), Err(10), Ok("cd".into()), Ok("last".into())]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_exactly_at_the_limit_is_kept() {
+        assert_eq!(
+            lines(b"12345\n123456\n", 5).await,
+            vec![Ok("12345".into()), Err(6)]
+        );
+    }
+}

@@ -1,1 +1,0 @@
-//! Traces: JSONL evidence of every call, decision and result.

@@ -1,0 +1,505 @@
+//! Invariant checks over one or more traces (`agent-exec audit`).
+//!
+//! All files given are audited together: a call and its result are matched
+//! by call id across files, so a rotated trace or a daemon's per-session
+//! files can be checked as one. Damaged lines are findings, never a crash.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::event::{Event, RecordedCall, RecordedDecision, RecordedResult, read_trace};
+use crate::policy::Verdict;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditOptions {
+    /// Identical calls (same run, tool and args_hash) at or above this
+    /// count are a retry storm.
+    pub retry_threshold: usize,
+    /// How late a result may come after its call's deadline before it is a
+    /// miss: killing on timeout takes a grace period plus a pipe drain.
+    pub deadline_slack_ms: u64,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            retry_threshold: 3,
+            deadline_slack_ms: 1_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueKind {
+    UnreadableFile,
+    TruncatedLine,
+    InvalidLine,
+    MissingHeader,
+    DuplicateCallId,
+    OrphanCall,
+    UnmatchedResult,
+    DuplicateResult,
+    UnmatchedDecision,
+    RetryStorm,
+    DeadlineMiss,
+    RefusalWithoutReason,
+    RefusedButExecuted,
+}
+
+impl IssueKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssueKind::UnreadableFile => "unreadable_file",
+            IssueKind::TruncatedLine => "truncated_line",
+            IssueKind::InvalidLine => "invalid_line",
+            IssueKind::MissingHeader => "missing_header",
+            IssueKind::DuplicateCallId => "duplicate_call_id",
+            IssueKind::OrphanCall => "orphan_call",
+            IssueKind::UnmatchedResult => "unmatched_result",
+            IssueKind::DuplicateResult => "duplicate_result",
+            IssueKind::UnmatchedDecision => "unmatched_decision",
+            IssueKind::RetryStorm => "retry_storm",
+            IssueKind::DeadlineMiss => "deadline_miss",
+            IssueKind::RefusalWithoutReason => "refusal_without_reason",
+            IssueKind::RefusedButExecuted => "refused_but_executed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Issue {
+    pub kind: IssueKind,
+    pub file: PathBuf,
+    /// 1-based line the finding is about, when there is one.
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AuditReport {
+    pub files: Vec<PathBuf>,
+    pub events: usize,
+    pub calls: usize,
+    pub decisions: usize,
+    pub results: usize,
+    pub refused: usize,
+    pub counts: BTreeMap<IssueKind, usize>,
+    pub issues: Vec<Issue>,
+    pub ok: bool,
+}
+
+impl AuditReport {
+    /// True when any invariant failed (the CLI exits 1).
+    pub fn failed(&self) -> bool {
+        !self.issues.is_empty()
+    }
+}
+
+impl fmt::Display for AuditReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "audit: {} file(s), {} events, {} calls, {} results, {} refused: {}",
+            self.files.len(),
+            self.events,
+            self.calls,
+            self.results,
+            self.refused,
+            if self.failed() {
+                format!("FAIL ({} issue(s))", self.issues.len())
+            } else {
+                "OK".to_string()
+            }
+        )?;
+        for i in &self.issues {
+            write!(f, "  {}", i.file.display())?;
+            if let Some(line) = i.line {
+                write!(f, ":{line}")?;
+            }
+            write!(f, ": {}", i.kind.as_str())?;
+            if let Some(id) = &i.call_id {
+                write!(f, " [{id}]")?;
+            }
+            writeln!(f, ": {}", i.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// (scope text, file index or MAX for a session, tool, args_hash).
+type StormKey<'a> = (String, usize, &'a str, &'a str);
+/// (calls, file and line of the first).
+type StormCount = (usize, usize, usize);
+
+struct Located<T> {
+    file: usize,
+    line: usize,
+    ev: T,
+}
+
+/// Audits the traces at `paths` together.
+pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
+    let mut report = AuditReport {
+        files: paths.to_vec(),
+        ..Default::default()
+    };
+    let mut calls: Vec<Located<RecordedCall>> = Vec::new();
+    let mut decisions: HashMap<String, Located<RecordedDecision>> = HashMap::new();
+    let mut results: HashMap<String, Located<Box<RecordedResult>>> = HashMap::new();
+    let mut extra_decisions: Vec<Located<RecordedDecision>> = Vec::new();
+    let mut unmatched_results: Vec<Located<Box<RecordedResult>>> = Vec::new();
+
+    for (fi, path) in paths.iter().enumerate() {
+        let trace = match read_trace(path) {
+            Ok(t) => t,
+            Err(e) => {
+                push(
+                    &mut report,
+                    IssueKind::UnreadableFile,
+                    path,
+                    None,
+                    None,
+                    format!("cannot read: {e}"),
+                );
+                continue;
+            }
+        };
+        for p in &trace.problems {
+            let kind = if p.kind == "truncated" {
+                IssueKind::TruncatedLine
+            } else {
+                IssueKind::InvalidLine
+            };
+            push(
+                &mut report,
+                kind,
+                path,
+                Some(p.line),
+                None,
+                p.message.clone(),
+            );
+        }
+        match trace.events.first() {
+            Some((_, Event::Header(_))) => {}
+            Some((line, _)) => push(
+                &mut report,
+                IssueKind::MissingHeader,
+                path,
+                Some(*line),
+                None,
+                "the first event is not a trace_header".into(),
+            ),
+            None if trace.problems.is_empty() => push(
+                &mut report,
+                IssueKind::MissingHeader,
+                path,
+                None,
+                None,
+                "empty trace".into(),
+            ),
+            None => {}
+        }
+        for (line, event) in trace.events {
+            report.events += 1;
+            match event {
+                Event::Header(_) | Event::Other(_) => {}
+                Event::Call(c) => calls.push(Located {
+                    file: fi,
+                    line,
+                    ev: c,
+                }),
+                Event::Decision(d) => {
+                    report.decisions += 1;
+                    if decisions.contains_key(&d.call_id) {
+                        extra_decisions.push(Located {
+                            file: fi,
+                            line,
+                            ev: d,
+                        });
+                    } else {
+                        decisions.insert(
+                            d.call_id.clone(),
+                            Located {
+                                file: fi,
+                                line,
+                                ev: d,
+                            },
+                        );
+                    }
+                }
+                Event::Result(r) => {
+                    report.results += 1;
+                    if results.contains_key(&r.call_id) {
+                        unmatched_results.push(Located {
+                            file: fi,
+                            line,
+                            ev: r,
+                        });
+                    } else {
+                        results.insert(
+                            r.call_id.clone(),
+                            Located {
+                                file: fi,
+                                line,
+                                ev: r,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+    report.calls = calls.len();
+
+    for d in &unmatched_results {
+        push(
+            &mut report,
+            IssueKind::DuplicateResult,
+            &paths[d.file],
+            Some(d.line),
+            Some(&d.ev.call_id),
+            "a second tool_result for the same call (exactly one is allowed)".into(),
+        );
+    }
+    for d in &extra_decisions {
+        push(
+            &mut report,
+            IssueKind::UnmatchedDecision,
+            &paths[d.file],
+            Some(d.line),
+            Some(&d.ev.call_id),
+            "a second policy_decision for the same call".into(),
+        );
+    }
+
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut storms: HashMap<StormKey, StormCount> = HashMap::new();
+    for (idx, c) in calls.iter().enumerate() {
+        let path = &paths[c.file];
+        let id = c.ev.call_id.as_str();
+        if let Some(&first) = seen.get(id) {
+            push(
+                &mut report,
+                IssueKind::DuplicateCallId,
+                path,
+                Some(c.line),
+                Some(id),
+                format!("call id already used on line {}", calls[first].line),
+            );
+            continue;
+        }
+        seen.insert(id, idx);
+        // A session is one agent run even across files (daemon); without
+        // one, a trace file is: the CLI appends one invocation per command
+        // to the same file, each with its own writer run id.
+        let scope = match c.ev.session.as_deref() {
+            Some(s) => format!("session {s}"),
+            None => "this trace".to_string(),
+        };
+        let scope_file = if c.ev.session.is_some() {
+            usize::MAX
+        } else {
+            c.file
+        };
+        let entry = storms
+            .entry((
+                scope,
+                scope_file,
+                c.ev.tool.as_str(),
+                c.ev.args_hash.as_str(),
+            ))
+            .or_insert((0, c.file, c.line));
+        entry.0 += 1;
+
+        let result = results.get(id);
+        let decision = decisions.get(id);
+        let Some(result) = result else {
+            push(
+                &mut report,
+                IssueKind::OrphanCall,
+                path,
+                Some(c.line),
+                Some(id),
+                format!(
+                    "{} call has no tool_result (the writer died or the call never finished)",
+                    c.ev.tool
+                ),
+            );
+            check_refusal(&mut report, path, c, decision, None);
+            continue;
+        };
+        if c.ev.deadline_ms > 0 && c.ev.ts_unix_ms > 0 && result.ev.ts_unix_ms > 0 {
+            let late_by = result
+                .ev
+                .ts_unix_ms
+                .saturating_sub(c.ev.ts_unix_ms + c.ev.deadline_ms);
+            if late_by > opts.deadline_slack_ms {
+                push(
+                    &mut report,
+                    IssueKind::DeadlineMiss,
+                    &paths[result.file],
+                    Some(result.line),
+                    Some(id),
+                    format!(
+                        "result came {late_by} ms after the {} ms deadline",
+                        c.ev.deadline_ms
+                    ),
+                );
+            }
+        }
+        check_refusal(&mut report, path, c, decision, Some(result));
+    }
+
+    let matched: std::collections::HashSet<&str> =
+        calls.iter().map(|c| c.ev.call_id.as_str()).collect();
+    let mut orphans: Vec<&Located<Box<RecordedResult>>> = results
+        .values()
+        .filter(|r| !matched.contains(r.ev.call_id.as_str()))
+        .collect();
+    orphans.sort_by_key(|r| (r.file, r.line));
+    for r in orphans {
+        push(
+            &mut report,
+            IssueKind::UnmatchedResult,
+            &paths[r.file],
+            Some(r.line),
+            Some(&r.ev.call_id),
+            "tool_result without a tool_call".into(),
+        );
+    }
+    let mut lonely: Vec<&Located<RecordedDecision>> = decisions
+        .values()
+        .filter(|d| !matched.contains(d.ev.call_id.as_str()))
+        .collect();
+    lonely.sort_by_key(|d| (d.file, d.line));
+    for d in lonely {
+        push(
+            &mut report,
+            IssueKind::UnmatchedDecision,
+            &paths[d.file],
+            Some(d.line),
+            Some(&d.ev.call_id),
+            "policy_decision without a tool_call".into(),
+        );
+    }
+
+    let threshold = opts.retry_threshold.max(2);
+    let mut storm_list: Vec<_> = storms
+        .into_iter()
+        .filter(|(_, (n, _, _))| *n >= threshold)
+        .collect();
+    storm_list.sort_by_key(|(_, (_, f, l))| (*f, *l));
+    for ((scope, _, tool, hash), (n, file, line)) in storm_list {
+        let short = hash.get(..12).unwrap_or(hash);
+        push(
+            &mut report,
+            IssueKind::RetryStorm,
+            &paths[file],
+            Some(line),
+            None,
+            format!(
+                "{n} identical {tool} calls (args_hash {short}…) in {scope}; threshold {threshold}"
+            ),
+        );
+    }
+
+    report
+        .issues
+        .sort_by(|a, b| (&a.file, a.line, a.kind).cmp(&(&b.file, b.line, b.kind)));
+    report.ok = !report.failed();
+    report
+}
+
+fn check_refusal(
+    report: &mut AuditReport,
+    path: &Path,
+    call: &Located<RecordedCall>,
+    decision: Option<&Located<RecordedDecision>>,
+    result: Option<&Located<Box<RecordedResult>>>,
+) {
+    let by_decision = decision.is_some_and(|d| match d.ev.decision {
+        Verdict::Deny => true,
+        Verdict::RequireApproval => d.ev.approval_given != Some(true),
+        Verdict::Allow => false,
+    });
+    let by_result = result.is_some_and(|r| {
+        matches!(
+            r.ev.error_type.as_deref(),
+            Some("PERMISSION_DENIED") | Some("APPROVAL_REQUIRED")
+        )
+    });
+    if !(by_decision || by_result) {
+        return;
+    }
+    report.refused += 1;
+    let id = call.ev.call_id.as_str();
+    match decision {
+        Some(d) if !d.ev.reason.trim().is_empty() => {}
+        Some(d) => push(
+            report,
+            IssueKind::RefusalWithoutReason,
+            path,
+            Some(d.line),
+            Some(id),
+            "refused call's policy_decision has an empty reason".into(),
+        ),
+        None => push(
+            report,
+            IssueKind::RefusalWithoutReason,
+            path,
+            Some(call.line),
+            Some(id),
+            "refused call has no policy_decision".into(),
+        ),
+    }
+    if let Some(r) = result {
+        let ev = &r.ev;
+        let ran = ev.status == "ok"
+            || ev.exit_code.is_some()
+            || ev.signal.is_some()
+            || ev.duration_ms > 0
+            || ev.stdout_bytes > 0
+            || ev.stderr_bytes > 0;
+        if ran {
+            push(
+                report,
+                IssueKind::RefusedButExecuted,
+                path,
+                Some(r.line),
+                Some(id),
+                format!(
+                    "refused call has a result of a run (status {}, exit_code {:?}, signal {:?}, duration {} ms, {} output bytes)",
+                    ev.status,
+                    ev.exit_code,
+                    ev.signal,
+                    ev.duration_ms,
+                    ev.stdout_bytes + ev.stderr_bytes
+                ),
+            );
+        }
+    }
+}
+
+fn push(
+    report: &mut AuditReport,
+    kind: IssueKind,
+    file: &Path,
+    line: Option<usize>,
+    call_id: Option<&str>,
+    message: String,
+) {
+    *report.counts.entry(kind).or_insert(0) += 1;
+    report.issues.push(Issue {
+        kind,
+        file: file.to_path_buf(),
+        line,
+        call_id: call_id.map(str::to_string),
+        message,
+    });
+}

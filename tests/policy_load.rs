@@ -1,0 +1,333 @@
+//! Loading is strict: every malformed or contradictory policy is refused
+//! with a message naming the file, the line and the key.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use agent_exec::policy::{Policy, PolicyError, resolve_program};
+use sha2::{Digest, Sha256};
+
+/// A minimal valid policy; tests append to it.
+const BASE: &str = r#"name = "t"
+default = "deny"
+
+[[rule]]
+id = "ls"
+action = "allow"
+program = "ls"
+read_only = true
+risk = "low"
+reason = "Lists files."
+
+[[example]]
+command = "ls"
+decision = "allow"
+"#;
+
+fn err(text: &str) -> String {
+    match Policy::parse(text, "t.toml") {
+        Ok(_) => panic!("policy unexpectedly loaded:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+#[test]
+fn base_policy_loads_and_hashes_its_bytes() {
+    let p = Policy::parse(BASE, "t.toml").unwrap();
+    assert_eq!(p.sha256, hex::encode(Sha256::digest(BASE.as_bytes())));
+    assert_eq!(p.example_count(), 1);
+    assert_eq!(p.name, "t");
+}
+
+#[test]
+fn unknown_top_level_key_names_line_and_key() {
+    let text = format!("{BASE}\ncolour = \"red\"\n");
+    let msg = err(&text);
+    let line = line_of(&text, "colour");
+    assert!(msg.starts_with(&format!("t.toml:{line}:")), "{msg}");
+    assert!(msg.contains("colour"), "{msg}");
+}
+
+#[test]
+fn unknown_key_in_a_table_names_line_and_key() {
+    let text = format!("{BASE}\n[limits]\ntimeout_ms = 5\ntimout = 3\n");
+    let msg = err(&text);
+    assert!(
+        msg.starts_with(&format!("t.toml:{}:", line_of(&text, "timout ="))),
+        "{msg}"
+    );
+    assert!(msg.contains("timout"), "{msg}");
+}
+
+#[test]
+fn unknown_key_in_a_rule_names_line_and_key() {
+    let text = BASE.replace("read_only = true", "read_only = true\nprogam = \"x\"");
+    let msg = err(&text);
+    assert!(
+        msg.starts_with(&format!("t.toml:{}:", line_of(&text, "progam"))),
+        "{msg}"
+    );
+    assert!(msg.contains("progam"), "{msg}");
+}
+
+#[test]
+fn wrong_type_is_refused_with_its_line() {
+    let text = format!("{BASE}\n[limits]\ntimeout_ms = \"ten\"\n");
+    let msg = err(&text);
+    assert!(
+        msg.starts_with(&format!("t.toml:{}:", line_of(&text, "\"ten\""))),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_verdict_is_refused() {
+    let msg = err(&BASE.replace("default = \"deny\"", "default = \"maybe\""));
+    assert!(msg.starts_with("t.toml:2:"), "{msg}");
+}
+
+#[test]
+fn missing_required_key_is_refused() {
+    let msg = err(&BASE.replace("reason = \"Lists files.\"", ""));
+    assert!(msg.contains("reason"), "{msg}");
+}
+
+#[test]
+fn bad_regex_names_line_and_key() {
+    let text = format!(
+        "{BASE}\n[[rule]]\nid = \"bad\"\naction = \"deny\"\npattern = 'curl(('\nrisk = \"high\"\nreason = \"x\"\n"
+    );
+    let msg = err(&text);
+    assert!(
+        msg.contains(&format!("t.toml:{}:", line_of(&text, "curl(("))),
+        "{msg}"
+    );
+    assert!(msg.contains("pattern") && msg.contains("bad"), "{msg}");
+
+    let text = format!(
+        "{BASE}\n[[rule]]\nid = \"bad2\"\naction = \"deny\"\nprogram = \"sed\"\nargs_regex = '[x'\nrisk = \"high\"\nreason = \"x\"\n"
+    );
+    let msg = err(&text);
+    assert!(
+        msg.contains(&format!("t.toml:{}:", line_of(&text, "'[x'"))),
+        "{msg}"
+    );
+    assert!(msg.contains("args_regex"), "{msg}");
+}
+
+#[test]
+fn bad_secret_pattern_is_refused() {
+    let msg = err(&format!("{BASE}\n[env]\nsecret_pattern = '(('\n"));
+    assert!(msg.contains("secret_pattern"), "{msg}");
+}
+
+#[test]
+fn duplicate_rule_ids_are_refused() {
+    let text = format!(
+        "{BASE}\n[[rule]]\nid = \"ls\"\naction = \"allow\"\nprogram = \"cat\"\nrisk = \"low\"\nreason = \"x\"\n"
+    );
+    let msg = err(&text);
+    assert!(msg.contains("duplicate rule id"), "{msg}");
+    assert!(
+        msg.contains("line 5"),
+        "names where the first one is: {msg}"
+    );
+}
+
+#[test]
+fn contradictory_rules_are_refused() {
+    let text = format!(
+        "{BASE}\n[[rule]]\nid = \"no-ls\"\naction = \"deny\"\nprogram = \"ls\"\nrisk = \"low\"\nreason = \"x\"\n"
+    );
+    let msg = err(&text);
+    assert!(msg.contains("contradicts rule `ls`"), "{msg}");
+
+    let sub = "[[rule]]\nid = \"git-a\"\naction = \"allow\"\nprogram = \"git\"\nsubcommands = [\"status\", \"log\"]\nrisk = \"low\"\nreason = \"x\"\n\
+               [[rule]]\nid = \"git-b\"\naction = \"require_approval\"\nprogram = \"git\"\nsubcommands = [\"log\"]\nrisk = \"low\"\nreason = \"x\"\n";
+    let msg = err(&format!("{BASE}\n{sub}"));
+    assert!(msg.contains("git log"), "{msg}");
+}
+
+#[test]
+fn distinct_conditions_are_not_contradictions() {
+    let text = format!(
+        "{BASE}\n[[rule]]\nid = \"ls-recursive\"\naction = \"deny\"\nprogram = \"ls\"\noptions = [\"-R\"]\nrisk = \"low\"\nreason = \"x\"\n\
+         [[example]]\ncommand = \"ls -laR\"\ndecision = \"deny\"\nrule = \"ls-recursive\"\n"
+    );
+    let p = Policy::parse(&text, "t.toml").unwrap();
+    assert_eq!(p.example_count(), 2);
+}
+
+#[test]
+fn malformed_rules_are_refused() {
+    let cases = [
+        (
+            "action = \"allow\"\npattern = 'x'",
+            "only deny or require approval",
+        ),
+        ("action = \"deny\"", "needs `program`"),
+        (
+            "action = \"deny\"\nprogram = \"x\"\npattern = 'x'",
+            "cannot also name programs",
+        ),
+        (
+            "action = \"deny\"\nprogram = \"x\"\noptions = [\"exec\"]",
+            "is not an option",
+        ),
+        (
+            "action = \"deny\"\nprogram = \"x\"\nread_only = true",
+            "only apply to allow rules",
+        ),
+        (
+            "action = \"allow\"\nprogram = \"x\"\nsubcommands = [\"a\"]\nprefix = [\"b\"]",
+            "not both",
+        ),
+    ];
+    for (body, expect) in cases {
+        let text =
+            format!("{BASE}\n[[rule]]\nid = \"r\"\n{body}\nrisk = \"low\"\nreason = \"x\"\n");
+        let msg = err(&text);
+        assert!(msg.contains(expect), "expected `{expect}` in: {msg}");
+        assert!(msg.contains("rule r"), "{msg}");
+    }
+    let msg = err(&BASE.replace("id = \"ls\"", "id = \"builtin:ls\""));
+    assert!(msg.contains("reserved"), "{msg}");
+}
+
+#[test]
+fn shell_check_is_refused_where_it_cannot_apply() {
+    let msg = err(&format!("{BASE}\n[shell]\nprogram_expansion = \"check\"\n"));
+    assert!(msg.contains("shell.program_expansion"), "{msg}");
+    let msg = err(&format!("{BASE}\n[shell]\nmax_nesting = 0\n"));
+    assert!(msg.contains("max_nesting"), "{msg}");
+    let msg = err(&format!("{BASE}\n[shell]\nglobbing = \"check\"\n"));
+    assert!(msg.contains("globbing"), "{msg}");
+}
+
+#[test]
+fn failing_examples_refuse_load_and_are_all_listed() {
+    let text = format!(
+        "{BASE}\n[[example]]\ncommand = \"cat /etc/passwd\"\ndecision = \"allow\"\n\
+         [[example]]\ncommand = \"ls\"\ndecision = \"allow\"\nrule = \"other\"\n\
+         [[example]]\ncommand = \"ls > x\"\ndecision = \"allow\"\nread_only = true\n\
+         [[example]]\ncommand = \"echo 'open\"\ndecision = \"deny\"\n"
+    );
+    let e = Policy::parse(&text, "t.toml").unwrap_err();
+    let PolicyError::Examples { failures, .. } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(failures.len(), 4, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("4 example(s)"), "{msg}");
+    assert!(
+        msg.contains("`cat /etc/passwd`: expected allow, got deny by rule `default`"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("expected allow by rule `other`, got allow by rule `ls`"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("expected allow, read-only, got allow by rule `ls`, mutating"),
+        "{msg}"
+    );
+    assert!(msg.contains("parse error"), "{msg}");
+    let line = line_of(&text, "cat /etc/passwd") - 1;
+    assert!(
+        msg.contains(&format!("t.toml:{line}: `cat /etc/passwd`")),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.toml");
+    let e = Policy::load(&path).unwrap_err();
+    assert!(matches!(e, PolicyError::NotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        format!("policy file {} does not exist", path.display())
+    );
+}
+
+#[test]
+fn load_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, format!("{BASE}\nbogus = 1\n")).unwrap();
+    let msg = Policy::load(&path).unwrap_err().to_string();
+    assert!(msg.starts_with(&format!("{}:", path.display())), "{msg}");
+
+    std::fs::write(&path, BASE).unwrap();
+    let p = Policy::load(&path).unwrap();
+    assert_eq!(p.origin, path.display().to_string());
+    assert_eq!(p.sha256, hex::encode(Sha256::digest(BASE.as_bytes())));
+}
+
+#[test]
+fn lint_reports_shadowed_and_unresolvable_rules() {
+    let text = format!(
+        "{BASE}\n[env]\npath = \"/usr/bin:/bin:relative\"\n\
+         [[rule]]\nid = \"ghost\"\naction = \"allow\"\nprogram = \"no-such-program-xyz\"\nrisk = \"low\"\nreason = \"x\"\n\
+         [[rule]]\nid = \"git-log\"\naction = \"allow\"\nprogram = \"git\"\nsubcommands = [\"log\"]\nrisk = \"low\"\nreason = \"x\"\n\
+         [[rule]]\nid = \"no-git\"\naction = \"deny\"\nprogram = \"git\"\nrisk = \"low\"\nreason = \"x\"\n"
+    );
+    let p = Policy::parse(&text, "t.toml").unwrap();
+    let lint = p.lint();
+    assert!(
+        lint.iter()
+            .any(|w| w.contains("no-such-program-xyz") && w.contains("does not resolve")),
+        "{lint:?}"
+    );
+    assert!(
+        lint.iter()
+            .any(|w| w.contains("`git-log` never decides") && w.contains("no-git")),
+        "{lint:?}"
+    );
+    assert!(lint.iter().any(|w| w.contains("`relative`")), "{lint:?}");
+    assert!(!lint.iter().any(|w| w.contains("rule `ls`")), "{lint:?}");
+}
+
+#[test]
+fn shipped_policies_lint_without_shadowed_rules() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    for name in ["code.toml", "readonly.toml", "ci.toml"] {
+        let p = Policy::load(&dir.join(name)).unwrap();
+        let shadowed: Vec<String> = p
+            .lint()
+            .into_iter()
+            .filter(|w| w.contains("never decides"))
+            .collect();
+        assert!(shadowed.is_empty(), "{name}: {shadowed:?}");
+    }
+}
+
+#[test]
+fn resolve_program_follows_path_order_and_skips_relative_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("tool"), "#!/bin/sh\n").unwrap();
+    std::fs::write(b.join("tool"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(a.join("tool"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("relative:{}:{}", a.display(), b.display());
+    // Not executable in `a`, so `b` wins.
+    assert_eq!(resolve_program("tool", &path), Some(b.join("tool")));
+    assert_eq!(resolve_program("missing", &path), None);
+    assert_eq!(
+        resolve_program("b/tool", &path),
+        None,
+        "names with `/` are not looked up"
+    );
+    assert_eq!(resolve_program("", &path), None);
+    std::fs::create_dir_all(dir.path().join("relative")).unwrap();
+    assert_eq!(resolve_program("tool", "relative"), None);
+}

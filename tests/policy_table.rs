@@ -1,0 +1,1208 @@
+//! Table-driven decisions against the shipped code policy, with a real
+//! project root in a temp directory (symlinks inside and out, an outside
+//! "secret" file) so path checks run against the filesystem.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use agent_exec::policy::{Context, Policy, Verdict};
+use agent_exec::request::CommandSpec;
+
+const A: Verdict = Verdict::Allow;
+const D: Verdict = Verdict::Deny;
+const R: Verdict = Verdict::RequireApproval;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+}
+
+/// root/
+///   README.md, src/lib.rs, sub/deep/, docs -> src (inside),
+///   etc_link -> /etc, secret_link -> ../outside/secret.txt,
+///   dangling -> ../outside/new.txt (does not exist), loop_a <-> loop_b
+/// outside/secret.txt
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("sub/deep")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("README.md"), "hello").unwrap();
+    std::fs::write(root.join("src/lib.rs"), "fn main() {}").unwrap();
+    std::fs::write(outside.join("secret.txt"), "canary").unwrap();
+    symlink(root.join("src"), root.join("docs")).unwrap();
+    symlink("/etc", root.join("etc_link")).unwrap();
+    symlink("../outside/secret.txt", root.join("secret_link")).unwrap();
+    symlink("../outside/new.txt", root.join("dangling")).unwrap();
+    symlink("loop_b", root.join("loop_a")).unwrap();
+    symlink("loop_a", root.join("loop_b")).unwrap();
+    Fixture {
+        _tmp: tmp,
+        root,
+        outside,
+    }
+}
+
+fn code_policy() -> Policy {
+    Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml")).unwrap()
+}
+
+/// (command, cwd relative to root, verdict, rule, read_only)
+type Case = (
+    &'static str,
+    &'static str,
+    Verdict,
+    Option<&'static str>,
+    Option<bool>,
+);
+
+fn run_cases(policy: &Policy, fx: &Fixture, cases: &[Case]) {
+    let mut failures = Vec::new();
+    for (cmd, cwd, verdict, rule, read_only) in cases {
+        let cmd = cmd
+            .replace("{root}", fx.root.to_str().unwrap())
+            .replace("{out}", fx.outside.to_str().unwrap());
+        let cwd = fx.root.join(cwd);
+        let ctx = Context {
+            root: &fx.root,
+            cwd: &cwd,
+        };
+        match policy.decide(&CommandSpec::Shell(cmd.clone()), &ctx) {
+            Ok(d) => {
+                let ok = d.verdict == *verdict
+                    && rule.is_none_or(|r| r == d.rule)
+                    && read_only.is_none_or(|ro| ro == d.read_only);
+                if !ok {
+                    failures.push(format!(
+                        "`{cmd}`: expected {verdict:?} {rule:?} ro={read_only:?}, got {:?} `{}` ro={} ({})",
+                        d.verdict, d.rule, d.read_only, d.reason
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("`{cmd}`: parse error {e}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn rules_by_program_subcommand_option_and_pattern() {
+    let fx = fixture();
+    let cases: &[Case] = &[
+        // allow by program
+        ("ls -la", "", A, Some("read-tools"), Some(true)),
+        ("cat README.md", "", A, Some("read-tools"), Some(true)),
+        (
+            "head -n 5 src/lib.rs",
+            "",
+            A,
+            Some("read-tools"),
+            Some(true),
+        ),
+        (
+            "wc -l README.md src/lib.rs",
+            "",
+            A,
+            Some("read-tools"),
+            Some(true),
+        ),
+        ("rg -n fn src", "", A, Some("read-tools"), Some(true)),
+        ("jq . package.json", "", A, Some("read-tools"), Some(true)),
+        ("echo hello", "", A, Some("read-tools"), Some(true)),
+        ("true", "", A, Some("read-tools"), Some(true)),
+        ("test -f README.md", "", A, Some("read-tools"), Some(true)),
+        // allow by subcommand, read-only vs mutating
+        ("git status", "", A, Some("git-read"), Some(true)),
+        ("git diff HEAD~1", "", A, Some("git-read"), Some(true)),
+        ("git log --oneline -5", "", A, Some("git-read"), Some(true)),
+        ("git branch --list", "", A, Some("git-read"), Some(true)),
+        ("git stash list", "", A, Some("git-read"), Some(true)),
+        (
+            "git --no-pager show HEAD",
+            "",
+            A,
+            Some("git-read"),
+            Some(true),
+        ),
+        ("git -C sub status", "", A, Some("git-read"), Some(true)),
+        ("git add -A", "", A, Some("git-write"), Some(false)),
+        ("git commit -m msg", "", A, Some("git-write"), Some(false)),
+        (
+            "git checkout -b topic",
+            "",
+            A,
+            Some("git-write"),
+            Some(false),
+        ),
+        ("git stash", "", A, Some("git-write"), Some(false)),
+        ("git checkout main", "", R, Some("default"), Some(false)),
+        ("git branch -D topic", "", R, Some("default"), None),
+        // deny by subcommand / options
+        ("git push", "", D, Some("git-network"), None),
+        (
+            "git -C sub push origin main",
+            "",
+            D,
+            Some("git-network"),
+            None,
+        ),
+        ("git config user.name x", "", D, Some("git-config"), None),
+        (
+            "git -c core.fsmonitor=x status",
+            "",
+            D,
+            Some("git-global-exec"),
+            None,
+        ),
+        ("git --exec-path=/tmp status", "", D, None, None),
+        (
+            "git --config-env=core.pager=X log",
+            "",
+            D,
+            Some("git-global-exec"),
+            None,
+        ),
+        (
+            "git diff --ext-diff",
+            "",
+            D,
+            Some("git-external-tools"),
+            None,
+        ),
+        (
+            "git log -p --textconv",
+            "",
+            D,
+            Some("git-external-tools"),
+            None,
+        ),
+        ("git grep -c needle", "", A, Some("git-read"), Some(true)),
+        ("find . -name '*.rs'", "", A, Some("read-tools"), Some(true)),
+        ("find . -exec cat {} +", "", D, Some("find-exec"), None),
+        ("find . -execdir ls ;", "", D, Some("find-exec"), None),
+        ("find . -ok rm {} ;", "", D, Some("find-exec"), None),
+        ("find . -delete", "", D, Some("find-exec"), None),
+        ("find . -fprintf out.txt %p", "", D, Some("find-exec"), None),
+        ("find . -fls out.txt", "", D, Some("find-exec"), None),
+        (
+            "sed -n '1,5p' README.md",
+            "",
+            A,
+            Some("read-tools"),
+            Some(true),
+        ),
+        (
+            "sed -i 's/a/b/' README.md",
+            "",
+            A,
+            Some("sed-inplace"),
+            Some(false),
+        ),
+        (
+            "sed -i.bak 's/a/b/' README.md",
+            "",
+            A,
+            Some("sed-inplace"),
+            Some(false),
+        ),
+        (
+            "sed --in-place 's/a/b/' src/lib.rs",
+            "",
+            A,
+            Some("sed-inplace"),
+            Some(false),
+        ),
+        (
+            "sed -i 's/a/b/' {out}/secret.txt",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("sed 's/a/b/e' README.md", "", D, Some("sed-exec"), None),
+        ("sed '1e id' README.md", "", D, Some("sed-exec"), None),
+        ("sed 'w /tmp/copy' README.md", "", D, Some("sed-exec"), None),
+        (
+            "sed 's/a/b/w out.txt' README.md",
+            "",
+            D,
+            Some("sed-exec"),
+            None,
+        ),
+        ("sed 'r /etc/shadow' README.md", "", D, None, None),
+        ("sed 's|a|b|e' README.md", "", D, Some("sed-exec"), None),
+        (
+            "awk '{print $1}' README.md",
+            "",
+            A,
+            Some("read-tools"),
+            Some(true),
+        ),
+        (
+            "awk 'BEGIN { system(\"id\") }'",
+            "",
+            D,
+            Some("awk-exec"),
+            None,
+        ),
+        (
+            "awk '{ print | \"sh\" }' README.md",
+            "",
+            D,
+            Some("awk-exec"),
+            None,
+        ),
+        (
+            "awk '{ print > \"/tmp/x\" }' README.md",
+            "",
+            D,
+            Some("awk-exec"),
+            None,
+        ),
+        (
+            "gawk 'BEGIN { while ((\"id\" | getline l) > 0) print l }'",
+            "",
+            D,
+            Some("awk-exec"),
+            None,
+        ),
+        (
+            "awk -f prog.awk README.md",
+            "",
+            R,
+            Some("awk-progfile"),
+            None,
+        ),
+        ("tar --to-command=sh -xf a.tar", "", D, Some("tar"), None),
+        (
+            "tar --checkpoint-action=exec=sh -cf a.tar src",
+            "",
+            D,
+            Some("tar"),
+            None,
+        ),
+        (
+            "tar --use-compress-program=./x -cf a.tar src",
+            "",
+            D,
+            Some("tar"),
+            None,
+        ),
+        ("tar -I ./x -cf a.tar src", "", D, Some("tar"), None),
+        ("tar --to-com=sh -xf a.tar", "", D, Some("tar"), None),
+        ("tar -czf a.tar.gz src", "", R, Some("default"), None),
+        ("rsync -e 'sh -c id' a b", "", D, Some("rsync-shell"), None),
+        (
+            "rsync -a src/ host:backup/",
+            "",
+            D,
+            Some("rsync-remote"),
+            None,
+        ),
+        ("rsync -a src/ backup/", "", R, Some("default"), None),
+        ("less +!id README.md", "", D, Some("pager-commands"), None),
+        ("man -P 'sh -c id' ls", "", D, Some("man-pager"), None),
+        ("man ls", "", A, Some("man-read"), Some(true)),
+        ("vim README.md", "", D, Some("editors"), None),
+        ("rg --pre ./x needle", "", D, Some("rg-preprocessor"), None),
+        (
+            "rg --pre-glob '*.gz' needle",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        // runners
+        ("python3 -c 'print(42)'", "", A, Some("python"), Some(false)),
+        ("python3 -m pytest -x", "", A, Some("python"), None),
+        (
+            "python3 -m pip install flask",
+            "",
+            D,
+            Some("pip-install"),
+            None,
+        ),
+        ("pip install flask", "", D, Some("pip"), None),
+        ("pytest -q", "", A, Some("python"), None),
+        ("cargo build", "", A, Some("cargo"), Some(false)),
+        ("cargo test -- --nocapture", "", A, Some("cargo"), None),
+        (
+            "cargo install cargo-edit",
+            "",
+            D,
+            Some("cargo-install"),
+            None,
+        ),
+        ("cargo publish", "", D, Some("cargo-install"), None),
+        ("make -j2", "", A, Some("make"), None),
+        ("npm run build", "", A, Some("npm-run"), None),
+        ("npm i lodash", "", D, Some("npm-install"), None),
+        ("node index.js", "", A, Some("node"), None),
+        ("go test ./...", "", A, Some("go"), None),
+        ("go get example.com/x", "", D, Some("go-get"), None),
+        // network, privilege, raw patterns
+        ("curl -s http://127.0.0.1:8080/", "", D, None, None),
+        ("wget http://127.0.0.1/x", "", D, None, None),
+        ("ssh localhost id", "", D, None, None),
+        ("nc -l 8080", "", D, None, None),
+        ("ncat -l 8080", "", D, Some("network-tools"), None),
+        ("sudo ls", "", D, None, None),
+        ("apt-get install jq", "", D, Some("system-packages"), None),
+        ("rm -rf /", "", D, None, None),
+        ("rm -fr ~", "", D, None, None),
+        ("rm -rf *", "", D, Some("rm-rf-root"), None),
+        ("rm -r -f .", "", D, None, None),
+        ("rm -rf --no-preserve-root /", "", D, None, None),
+        ("rm -rf build", "", A, Some("file-edits"), Some(false)),
+        ("rm README.md", "", A, Some("file-edits"), Some(false)),
+        ("chmod 777 README.md", "", D, Some("chmod-777"), None),
+        ("chmod -R a+rwx src", "", D, Some("chmod-777"), None),
+        ("chmod +x README.md", "", A, Some("file-edits"), None),
+        ("echo x > /dev/sda", "", D, None, None),
+        ("echo x 2>/dev/null", "", A, Some("read-tools"), Some(true)),
+        ("echo x > /dev/stderr", "", D, None, None),
+        ("kill -9 1", "", D, Some("system-admin"), None),
+        // default
+        ("terraform plan", "", R, Some("default"), Some(false)),
+        ("./configure", "", R, Some("default"), None),
+    ];
+    run_cases(&code_policy(), &fx, cases);
+}
+
+#[test]
+fn wrappers_are_unwrapped_or_refused() {
+    let fx = fixture();
+    let cases: &[Case] = &[
+        ("env git status", "", A, Some("git-read"), Some(true)),
+        ("env -i git status", "", A, Some("git-read"), None),
+        ("env -i LANG=C git status", "", A, Some("git-read"), None),
+        ("env -u FOO git status", "", A, Some("git-read"), None),
+        ("env -- ls", "", A, Some("read-tools"), None),
+        ("env git push", "", D, Some("git-network"), None),
+        (
+            "env PATH=/tmp git status",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        (
+            "env -S 'git status'",
+            "",
+            D,
+            Some("builtin:unsafe-wrapper"),
+            None,
+        ),
+        (
+            "env -C /etc cat passwd",
+            "",
+            D,
+            Some("builtin:unsafe-wrapper"),
+            None,
+        ),
+        ("FOO=1 git status", "", A, Some("git-read"), None),
+        ("FOO=1 BAR=2 ls", "", A, Some("read-tools"), None),
+        ("command ls", "", A, Some("read-tools"), None),
+        ("command -v git", "", A, Some("builtin:lookup"), Some(true)),
+        ("exec git status", "", A, Some("git-read"), None),
+        ("nice -n 10 cargo test", "", A, Some("cargo"), None),
+        ("nice -5 ls", "", A, Some("read-tools"), None),
+        ("nice --adjustment=3 ls", "", A, Some("read-tools"), None),
+        ("nohup make", "", A, Some("make"), None),
+        ("timeout 5 ls", "", A, Some("read-tools"), None),
+        ("timeout -s KILL -k 2 5 ls", "", A, Some("read-tools"), None),
+        (
+            "timeout --signal=TERM 5s cat README.md",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        ("timeout 5 curl http://127.0.0.1/", "", D, None, None),
+        (
+            "timeout 5 cat /etc/passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "stdbuf -oL grep x README.md",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        ("stdbuf -o 0 ls", "", A, Some("read-tools"), None),
+        ("time ls", "", A, Some("read-tools"), None),
+        ("time -p make", "", A, Some("make"), None),
+        ("builtin echo hi", "", A, Some("read-tools"), None),
+        (
+            "nice timeout 5 env git status",
+            "",
+            A,
+            Some("git-read"),
+            None,
+        ),
+        ("nice timeout 5 env sudo ls", "", D, None, None),
+        ("xargs cat", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("ls | xargs rm", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("su -c id", "", D, None, None),
+        ("doas ls", "", D, None, None),
+        ("setsid ls", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("chroot / ls", "", D, None, None),
+        ("unshare -r ls", "", D, Some("builtin:unsafe-wrapper"), None),
+        (
+            "nsenter -t 1 ls",
+            "",
+            D,
+            Some("builtin:unsafe-wrapper"),
+            None,
+        ),
+        ("flock x ls", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("watch ls", "", D, Some("builtin:unsafe-wrapper"), None),
+        (
+            "parallel echo ::: a",
+            "",
+            D,
+            Some("builtin:unsafe-wrapper"),
+            None,
+        ),
+        (
+            "/usr/bin/xargs ls",
+            "",
+            D,
+            Some("builtin:unsafe-wrapper"),
+            None,
+        ),
+        // dangerous assignments
+        (
+            "LD_PRELOAD=x.so ls",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        (
+            "LD_LIBRARY_PATH=. ls",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        (
+            "BASH_ENV=x.sh bash -c ls",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        ("ENV=x sh -c ls", "", D, Some("builtin:assignment"), None),
+        (
+            "PYTHONPATH=. python3 t.py",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        (
+            "GIT_SSH_COMMAND=x git status",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        ("IFS=/ ls", "", D, Some("builtin:assignment"), None),
+        ("PS4='$(id)' ls", "", D, Some("builtin:assignment"), None),
+        (
+            "PROMPT_COMMAND=id ls",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        (
+            "export PATH=/tmp:$PATH",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        ("export FOO=bar", "", A, Some("builtin:shell-state"), None),
+        (
+            "read -r PATH < README.md",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        ("declare -n X=PATH", "", D, Some("builtin:assignment"), None),
+        (
+            "printf -v PATH %s /tmp",
+            "",
+            D,
+            Some("builtin:assignment"),
+            None,
+        ),
+        ("X=/etc/passwd", "", D, Some("builtin:path-escape"), None),
+        ("FOO=bar", "", A, None, None),
+        // unsafe builtins
+        ("alias ls=id", "", D, Some("builtin:unsafe-builtin"), None),
+        (
+            "trap 'id' EXIT",
+            "",
+            D,
+            Some("builtin:unsafe-builtin"),
+            None,
+        ),
+        (
+            "hash -p /tmp/x git",
+            "",
+            D,
+            Some("builtin:unsafe-builtin"),
+            None,
+        ),
+        ("eval 'git status'", "", A, Some("git-read"), None),
+        (
+            "eval 'cat /etc/passwd'",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("eval \"$CMD\"", "", D, Some("builtin:eval"), None),
+    ];
+    run_cases(&code_policy(), &fx, cases);
+}
+
+#[test]
+fn nested_shells_and_substitutions() {
+    let fx = fixture();
+    let cases: &[Case] = &[
+        ("bash -c 'git status'", "", A, Some("git-read"), Some(true)),
+        ("sh -c 'ls && git diff'", "", A, None, Some(true)),
+        ("dash -c 'cat README.md'", "", A, Some("read-tools"), None),
+        (
+            "zsh -c 'cat /etc/passwd'",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("bash -lc 'make test'", "", A, Some("make"), None),
+        ("bash -e -c 'git push'", "", D, Some("git-network"), None),
+        ("bash -o pipefail -c 'ls | wc -l'", "", A, None, None),
+        (
+            "bash -c 'bash -c \"cat /etc/shadow\"'",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("bash -c 'sudo id'", "", D, None, None),
+        (
+            "bash -c \"$SCRIPT\"",
+            "",
+            D,
+            Some("builtin:nested-shell"),
+            None,
+        ),
+        ("bash script.sh", "", R, Some("default"), None),
+        ("sh", "", R, Some("default"), None),
+        (
+            "bash -c 'bash -c \"bash -c \\\"bash -c ls\\\"\"'",
+            "",
+            D,
+            Some("builtin:nesting-depth"),
+            None,
+        ),
+        // command substitution is checked recursively
+        ("echo $(git rev-parse HEAD)", "", A, None, Some(true)),
+        ("echo `ls`", "", A, None, None),
+        (
+            "cat $(echo /etc/passwd)",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("echo $(curl http://127.0.0.1/)", "", D, None, None),
+        ("echo \"$(sudo id)\"", "", D, None, None),
+        ("cat $(ls | head -1)", "", A, None, None),
+        ("cat $(echo /etc)/passwd", "", D, None, None),
+        ("diff <(ls src) <(ls sub)", "", A, None, None),
+        (
+            "diff <(cat /etc/passwd) README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        // program position expansion
+        (
+            "$CMD status",
+            "",
+            D,
+            Some("builtin:program-expansion"),
+            None,
+        ),
+        (
+            "${GIT} status",
+            "",
+            D,
+            Some("builtin:program-expansion"),
+            None,
+        ),
+        (
+            "$(echo rm) -rf src",
+            "",
+            D,
+            Some("builtin:program-expansion"),
+            None,
+        ),
+        (
+            "/usr/bin/ca? README.md",
+            "",
+            D,
+            Some("builtin:program-expansion"),
+            None,
+        ),
+        // argument expansion
+        ("echo $HOME", "", A, Some("read-tools"), None),
+        (
+            "cat $HOME/.ssh/id_rsa",
+            "",
+            D,
+            Some("builtin:expansion-path"),
+            None,
+        ),
+        (
+            "cat ${HOME}/.bashrc",
+            "",
+            D,
+            Some("builtin:expansion-path"),
+            None,
+        ),
+        ("cat /etc/$FILE", "", D, Some("builtin:path-escape"), None),
+        ("cat src/$FILE", "", A, Some("read-tools"), None),
+        ("cat ./$X", "", A, None, None),
+        ("echo $((1 + 2))", "", A, None, None),
+        // unsupported constructs
+        (
+            "for f in *; do cat $f; done",
+            "",
+            D,
+            Some("builtin:unsupported"),
+            None,
+        ),
+        (
+            "if true; then ls; fi",
+            "",
+            D,
+            Some("builtin:unsupported"),
+            None,
+        ),
+        ("(cd /; cat etc/passwd)", "", D, None, None),
+        ("{ ls; }", "", D, Some("builtin:unsupported"), None),
+        ("f() { ls; }; f", "", D, None, None),
+        // here-documents
+        ("cat <<'EOF'\n$(id)\nEOF", "", A, Some("read-tools"), None),
+        ("cat <<EOF\n$(id)\nEOF", "", R, Some("default"), None),
+        (
+            "cat <<EOF\n$(cat /etc/passwd)\nEOF",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cat <<EOF\n$HOME and `git status`\nEOF", "", A, None, None),
+        ("cat <<< hello", "", A, Some("read-tools"), None),
+    ];
+    run_cases(&code_policy(), &fx, cases);
+}
+
+#[test]
+fn path_escapes_with_real_files() {
+    let fx = fixture();
+    let cases: &[Case] = &[
+        ("cat /etc/passwd", "", D, Some("builtin:path-escape"), None),
+        (
+            "cat ../../etc/passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat ../outside/secret.txt",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat {out}/secret.txt",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cat {root}/README.md", "", A, Some("read-tools"), None),
+        ("cat ./src/../README.md", "", A, Some("read-tools"), None),
+        (
+            "cat src/../../outside/secret.txt",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat ~/.ssh/id_rsa",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat ~root/.bashrc",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat < /etc/shadow",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cat < README.md", "", A, Some("read-tools"), Some(true)),
+        ("echo x > /etc/cron.d/x", "", D, None, None),
+        (
+            "echo x >> {out}/log",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("echo x > out.txt", "", A, Some("read-tools"), Some(false)),
+        ("echo x &> sub/out.txt", "", A, None, Some(false)),
+        ("grep -r foo /", "", D, Some("builtin:path-escape"), None),
+        ("ls /", "", D, Some("builtin:path-escape"), None),
+        ("ls ..", "", D, Some("builtin:path-escape"), None),
+        ("ls ..", "sub", A, Some("read-tools"), None),
+        ("ls /usr/include", "", A, Some("read-tools"), None),
+        ("cat /usr/share/dict/words", "", A, Some("read-tools"), None),
+        ("head -c 16 /dev/urandom", "", A, Some("read-tools"), None),
+        (
+            "cat --file=/etc/passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "grep --file=../outside/secret.txt x",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "grep --exclude-from=src/lib.rs x .",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        (
+            "sort -o/etc/passwd README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "awk -F/ '{print $1}' README.md",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        // symlinks inside the root
+        (
+            "cat etc_link/passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cat secret_link", "", D, Some("builtin:path-escape"), None),
+        ("cat docs/lib.rs", "", A, Some("read-tools"), None),
+        (
+            "echo x > dangling",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "echo x > secret_link",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cat loop_a", "", D, Some("builtin:path-escape"), None),
+        (
+            "ln -s /etc x && cat x/passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "ln -s ../outside x",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "ln -s ../README.md sub/readme",
+            "",
+            A,
+            Some("link"),
+            Some(false),
+        ),
+        (
+            "ln -s ../../outside/secret.txt sub/s",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("ln -s src/lib.rs lib_link", "", A, Some("link"), None),
+        (
+            "ln {out}/secret.txt hard",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        // globs: the directory part is checked
+        ("cat /etc/pass*", "", D, Some("builtin:path-escape"), None),
+        ("cat /e*/passwd", "", D, Some("builtin:path-escape"), None),
+        (
+            "cat ../*/secret.txt",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cat src/*.rs", "", A, Some("read-tools"), None),
+        ("ls *", "", A, Some("read-tools"), None),
+        (
+            "cat /etc/{passwd,shadow}",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat {README.md,/etc/passwd}",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cat {README.md,src/lib.rs}",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        // writes must be inside the root, not merely readable
+        (
+            "cp src/lib.rs /usr/local/lib.rs",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cp src/lib.rs sub/", "", A, Some("copy-move"), Some(false)),
+        (
+            "cp /usr/share/dict/words sub/",
+            "",
+            A,
+            Some("copy-move"),
+            None,
+        ),
+        (
+            "cp {out}/secret.txt sub/",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cp -t /usr/local src/lib.rs",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "mv README.md ../README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "touch /usr/local/x",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("mkdir -p build/out", "", A, Some("file-edits"), Some(false)),
+        ("tee sub/log.txt", "", A, Some("file-edits"), None),
+        ("tee /tmp/log.txt", "", D, Some("builtin:path-escape"), None),
+        ("rm -r sub", "", A, Some("file-edits"), None),
+        ("rm -r {root}", "", D, Some("builtin:path-escape"), None),
+        ("rm -r ../root", "", D, Some("builtin:path-escape"), None),
+        // program paths
+        ("/tmp/git status", "", D, Some("builtin:path-escape"), None),
+        ("./git status", "", R, Some("default"), None),
+        (
+            "../bin/cat README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("/usr/bin/env ls", "", A, None, None),
+    ];
+    run_cases(&code_policy(), &fx, cases);
+}
+
+#[test]
+fn cd_is_tracked() {
+    let fx = fixture();
+    let cases: &[Case] = &[
+        ("cd sub && ls", "", A, None, Some(true)),
+        (
+            "cd sub && cat ../README.md",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        (
+            "cd sub/deep && cat ../../README.md",
+            "",
+            A,
+            Some("read-tools"),
+            None,
+        ),
+        (
+            "cd sub/deep && cat ../../../outside/secret.txt",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cd / && cat etc/passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cd /etc; cat passwd",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("cd ..", "", D, Some("builtin:path-escape"), None),
+        ("cd ..", "sub", A, Some("builtin:cd"), None),
+        ("cd", "", D, Some("builtin:cd"), None),
+        ("cd ~", "", D, Some("builtin:cd"), None),
+        ("cd -", "", D, Some("builtin:cd"), None),
+        ("cd $DIR", "", D, Some("builtin:cd"), None),
+        ("cd etc_link", "", D, Some("builtin:path-escape"), None),
+        ("cd docs && cat lib.rs", "", A, None, None),
+        // `cd` may fail or not run: every possible directory must pass.
+        (
+            "cd sub/deep/x/y || cat ../../../../README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cd sub; cat ../README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "true || cd sub && cat ../README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cd sub | cat ../README.md",
+            "",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        (
+            "cd sub && cd deep && cat ../../README.md",
+            "",
+            A,
+            None,
+            None,
+        ),
+        // the working directory itself (a request's cwd inside the root)
+        ("cat ../README.md", "sub", A, Some("read-tools"), None),
+        (
+            "cat ../../outside/secret.txt",
+            "sub",
+            D,
+            Some("builtin:path-escape"),
+            None,
+        ),
+        ("bash -c 'cd sub && cat ../README.md'", "", A, None, None),
+        ("bash -c 'cd / && cat etc/passwd'", "", D, None, None),
+    ];
+    run_cases(&code_policy(), &fx, cases);
+}
+
+#[test]
+fn strictest_part_decides_and_reports_token() {
+    let fx = fixture();
+    let policy = code_policy();
+    let ctx = Context {
+        root: &fx.root,
+        cwd: &fx.root,
+    };
+    let d = policy
+        .decide(
+            &CommandSpec::Shell("git status && cat /etc/passwd && terraform apply".into()),
+            &ctx,
+        )
+        .unwrap();
+    assert_eq!(d.verdict, D);
+    assert_eq!(d.rule, "builtin:path-escape");
+    assert_eq!(d.token.as_deref(), Some("/etc/passwd"));
+    assert!(d.reason.contains("/etc/passwd"), "{}", d.reason);
+
+    let d = policy
+        .decide(
+            &CommandSpec::Shell("git status && terraform apply".into()),
+            &ctx,
+        )
+        .unwrap();
+    assert_eq!(d.verdict, R);
+    assert_eq!(d.token.as_deref(), Some("terraform"));
+    assert!(!d.read_only);
+
+    let d = policy
+        .decide(&CommandSpec::Shell("git status | cat".into()), &ctx)
+        .unwrap();
+    assert_eq!(d.verdict, A);
+    assert!(d.read_only);
+    assert!(d.needs_shell);
+
+    let d = policy
+        .decide(&CommandSpec::Shell("git status".into()), &ctx)
+        .unwrap();
+    assert!(!d.needs_shell);
+    assert_eq!(d.risk, agent_exec::policy::RiskLevel::Low);
+
+    let d = policy
+        .decide(&CommandSpec::Shell("cd sub".into()), &ctx)
+        .unwrap();
+    assert!(d.needs_shell, "cd is a shell builtin and cannot be exec'd");
+}
+
+#[test]
+fn argv_words_are_literal() {
+    let fx = fixture();
+    let policy = code_policy();
+    let ctx = Context {
+        root: &fx.root,
+        cwd: &fx.root,
+    };
+    let argv = |v: &[&str]| CommandSpec::Argv(v.iter().map(|s| s.to_string()).collect());
+
+    let d = policy.decide(&argv(&["git", "status"]), &ctx).unwrap();
+    assert_eq!(
+        (d.verdict, d.rule.as_str(), d.needs_shell, d.read_only),
+        (A, "git-read", false, true)
+    );
+
+    // `$(id)` and `;` are plain characters in an argv: no substitution, no
+    // second command, so only the file name is judged.
+    let d = policy
+        .decide(&argv(&["cat", "$(id); rm -rf src"]), &ctx)
+        .unwrap();
+    assert_eq!(d.verdict, A, "{}", d.reason);
+    assert!(!d.needs_shell);
+
+    let d = policy.decide(&argv(&["cat", "/etc/passwd"]), &ctx).unwrap();
+    assert_eq!((d.verdict, d.rule.as_str()), (D, "builtin:path-escape"));
+
+    let d = policy
+        .decide(&argv(&["bash", "-c", "cat /etc/passwd"]), &ctx)
+        .unwrap();
+    assert_eq!(d.verdict, D, "nested scripts in an argv are still decided");
+
+    let d = policy.decide(&argv(&["*"]), &ctx).unwrap();
+    assert_eq!(
+        d.verdict, R,
+        "a literal `*` program is just an unknown name"
+    );
+
+    assert!(policy.decide(&CommandSpec::Argv(vec![]), &ctx).is_err());
+}
+
+#[test]
+fn parse_errors_are_returned() {
+    let fx = fixture();
+    let policy = code_policy();
+    let ctx = Context {
+        root: &fx.root,
+        cwd: &fx.root,
+    };
+    assert!(
+        policy
+            .decide(&CommandSpec::Shell("echo 'unterminated".into()), &ctx)
+            .is_err()
+    );
+    assert!(
+        policy
+            .decide(&CommandSpec::Shell("   ".into()), &ctx)
+            .is_err()
+    );
+}

@@ -1,0 +1,245 @@
+//! The daemon's wire protocol end to end, through the real binary: tools,
+//! verdicts, malformed input, out-of-order answers, other clients.
+
+mod serve_common;
+
+use serde_json::json;
+use serve_common::*;
+
+#[test]
+fn describe_answers_the_tool_schema_policy_and_limits() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    let r = c.call(&json!({"id": "d1", "tool": "describe"}));
+    assert_eq!(r["id"], "d1");
+    assert_eq!(r["ok"], true);
+    let described: serde_json::Value = serde_json::from_str(r["stdout"].as_str().unwrap()).unwrap();
+    let text = described.to_string();
+    assert!(text.contains("run_shell"), "{text}");
+    assert!(text.contains("serve-test"), "policy name missing: {text}");
+}
+
+#[test]
+fn allowed_denied_and_approval_required_end_to_end() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+
+    let ok = c.run("a", "echo canary-allowed");
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["id"], "a");
+    assert_eq!(ok["policy_decision"], "allow");
+    assert!(ok["stdout"].as_str().unwrap().contains("canary-allowed"));
+    assert!(ok["call_id"].as_str().is_some_and(|s| !s.is_empty()));
+
+    // Denied by default: the file it would create must not appear.
+    let denied = c.run("b", "cp /etc/hostname stolen.txt");
+    assert_eq!(error_type(&denied), "PERMISSION_DENIED", "{denied}");
+    assert_eq!(denied["policy_decision"], "deny");
+    assert!(!fx.root.join("stolen.txt").exists());
+
+    // Approval required: nothing is removed.
+    std::fs::write(fx.root.join("keep.txt"), "x").unwrap();
+    let held = c.call(
+        &json!({"id": "c", "tool": "run_shell", "idempotency_key": "rm-keep-0001",
+                              "args": {"command": "rm keep.txt"}}),
+    );
+    assert_eq!(error_type(&held), "APPROVAL_REQUIRED", "{held}");
+    assert_eq!(held["approval_required"], true);
+    assert!(fx.root.join("keep.txt").exists());
+}
+
+#[test]
+fn every_malformed_input_gets_its_error_and_the_connection_keeps_working() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    let cases: Vec<(&str, Option<serde_json::Value>, &str)> = vec![
+        ("this is not json", None, "request"),
+        ("[1,2,3]", None, "request"),
+        (
+            r#"{"id":1,"tool":"run_shell","args":{"command":"echo x","timeout_ms":"5"}}"#,
+            Some(json!(1)),
+            "args.timeout_ms",
+        ),
+        (
+            r#"{"id":2,"tool":"run_shell","args":{"command":"echo x","bogus":1}}"#,
+            Some(json!(2)),
+            "args.bogus",
+        ),
+        (
+            r#"{"id":3,"tool":"run_shell","args":{"command":"echo x"},"extra":true}"#,
+            Some(json!(3)),
+            "extra",
+        ),
+        (
+            r#"{"id":4,"tool":"launch_missiles","args":{}}"#,
+            Some(json!(4)),
+            "tool",
+        ),
+        (
+            r#"{"id":5,"tool":"run_shell","args":{}}"#,
+            Some(json!(5)),
+            "args.command",
+        ),
+        (
+            r#"{"id":6,"args":{"command":"echo x"}}"#,
+            Some(json!(6)),
+            "tool",
+        ),
+        (
+            r#"{"id":"k","tool":"run_shell","idempotency_key":"short","args":{"command":"echo x"}}"#,
+            Some(json!("k")),
+            "idempotency_key",
+        ),
+        (
+            r#"{"id":7,"tool":"run_shell","args":{"command":42}}"#,
+            Some(json!(7)),
+            "args.command",
+        ),
+        (r#"{"id":{"x":1},"tool":"describe"}"#, None, "id"),
+    ];
+    for (line, id, field) in &cases {
+        c.send_raw(format!("{line}\n").as_bytes());
+        let r = c.recv();
+        assert_eq!(error_type(&r), "INVALID_ARGUMENTS", "{line} -> {r}");
+        assert!(
+            r["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{field}:")),
+            "{line} -> {r}"
+        );
+        assert_eq!(r.get("id"), id.as_ref(), "{line} -> {r}");
+        assert_eq!(r["recoverable"], true);
+    }
+    // Over the 1 MiB line limit: refused, skipped, and the next line works.
+    let huge = format!(
+        r#"{{"id":8,"tool":"run_shell","args":{{"command":"echo {}"}}}}"#,
+        "a".repeat(1 << 20)
+    );
+    c.send_raw(format!("{huge}\n").as_bytes());
+    let r = c.recv();
+    assert_eq!(error_type(&r), "INVALID_ARGUMENTS", "{}", r["message"]);
+    assert!(r["message"].as_str().unwrap().starts_with("request:"));
+
+    let after = c.run("after", "echo still-alive");
+    assert_eq!(after["ok"], true, "{after}");
+    assert!(after["stdout"].as_str().unwrap().contains("still-alive"));
+}
+
+#[test]
+fn answers_come_out_of_order_matched_by_id() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    let marker = marker_seconds();
+    c.send(
+        &json!({"id": "slow", "tool": "run_shell", "args": {"command": format!("sleep {marker}")}}),
+    );
+    wait_until("the slow command runs", || !pids_with(&marker).is_empty());
+    c.send(&json!({"id": "fast", "tool": "run_shell", "args": {"command": "echo quick"}}));
+    let first = c.recv();
+    assert_eq!(first["id"], "fast", "{first}");
+    assert_eq!(first["ok"], true);
+    // The slow one is still running: the fast answer did not wait for it.
+    assert!(!pids_with(&marker).is_empty());
+    drop(c);
+    wait_until("the slow command is killed with its client", || {
+        pids_with(&marker).is_empty()
+    });
+}
+
+#[test]
+fn socat_drives_the_same_protocol() {
+    if !have("socat") {
+        eprintln!(
+            "SKIPPED socat_drives_the_same_protocol: socat is not installed (CI installs it)"
+        );
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "socat must be installed in CI"
+        );
+        return;
+    }
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let input = concat!(
+        r#"{"id":1,"tool":"describe"}"#,
+        "\n",
+        r#"{"id":2,"tool":"run_shell","args":{"command":"echo via-socat"}}"#,
+        "\n",
+        "garbage\n",
+    );
+    let mut child = std::process::Command::new("socat")
+        .args([
+            "-t",
+            "30",
+            "-",
+            &format!("UNIX-CONNECT:{}", fx.socket.display()),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let answers: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3, "{text}");
+    let by_id = |id: i64| answers.iter().find(|a| a["id"] == id).cloned();
+    assert_eq!(by_id(1).unwrap()["ok"], true);
+    let run = by_id(2).unwrap();
+    assert!(
+        run["stdout"].as_str().unwrap().contains("via-socat"),
+        "{run}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a.get("id").is_none() && error_type(a) == "INVALID_ARGUMENTS")
+    );
+}
+
+#[test]
+fn python_reference_client_drives_a_session() {
+    if !have("python3") {
+        eprintln!("SKIPPED python_reference_client_drives_a_session: python3 is not installed");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 must be installed in CI"
+        );
+        return;
+    }
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let client = concat!(env!("CARGO_MANIFEST_DIR"), "/integration/client.py");
+    let out = std::process::Command::new("python3")
+        .arg(client)
+        .arg("--socket")
+        .arg(&fx.socket)
+        .arg("--self-test")
+        .arg("--key-prefix")
+        .arg(unique())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("self-test passed"), "{stdout}");
+    // The session's mutating step really ran, once.
+    assert!(fx.root.join("made-by-client.txt").exists());
+}
