@@ -157,3 +157,22 @@ trap stop_daemon EXIT
 machine_json() {
   "$PY" "$TOOL" machine >"$1"
 }
+
+# pick_true: sets TRUE_BIN to the first spelling of `true` the policy allows.
+# Policies match programs by name and may refuse an explicit path such as
+# /bin/true (a symlinked /bin resolves elsewhere); every row of a table then
+# uses the same spelling, bare ones included, so all run the same binary.
+pick_true() {
+  local cand
+  for cand in /bin/true /usr/bin/true true; do
+    if "$AE" --policy "${1:-$POLICY}" --root "$BENCH_ROOT" -- "$cand" 2>/dev/null |
+      grep -q '"policy_decision":"allow"'; then
+      TRUE_BIN="$cand"
+      [ "$cand" = /bin/true ] || note "the policy refuses /bin/true by path; using $cand"
+      if [ "$cand" = true ]; then TRUE_BIN="$(command -v true)"; TRUE_ARG=true; else TRUE_ARG="$cand"; fi
+      return 0
+    fi
+  done
+  note "the policy allows no spelling of true"
+  return 1
+}

@@ -27,6 +27,7 @@ ensure_apt firejail firejail && have_firejail=1 || true
 ensure_nsjail && have_nsjail=1 || true
 make_root
 machine_json "$OUT/spawn-machine.json"
+pick_true || exit 1
 
 start_daemon || { note "daemon rows skipped"; DAEMON_PID=""; }
 
@@ -72,11 +73,12 @@ FIREJAIL="firejail --quiet --noprofile --net=none"
 # view of /), rlimits; the child runs as nobody like agent-exec's.
 NSJ="$NSJAIL -Mo --really_quiet --user 65534 --group 65534 --chroot /"
 
-args=(-- "bare" "/bin/true" "agent-exec CLI" "$AEC -- /bin/true")
-[ -n "$DAEMON_PID" ] && args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET")
-[ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP /bin/true")
-[ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- /bin/true")
-[ "$have_firejail" = 1 ] && args+=("firejail --net=none" "$FIREJAIL /bin/true")
+args=(-- "bare" "$TRUE_BIN" "agent-exec CLI" "$AEC -- $TRUE_ARG")
+[ -n "$DAEMON_PID" ] &&
+  args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET --command $TRUE_ARG")
+[ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $TRUE_BIN")
+[ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- $TRUE_BIN")
+[ "$have_firejail" = 1 ] && args+=("firejail --net=none" "$FIREJAIL $TRUE_BIN")
 run_group true bare "${args[@]}"
 
 args=(-- "bare" "$SYS_PY -c pass" "agent-exec CLI" "$AEC -- $SYS_PY -c pass")
@@ -87,7 +89,7 @@ run_group python bare "${args[@]}"
 
 if [ -n "$DAEMON_PID" ]; then
   note "daemon: $SEQ sequential requests, each paired with a bare spawn"
-  "$CLIENT" seq --socket "$SOCKET" --requests "$SEQ" --bare /bin/true \
+  "$CLIENT" seq --socket "$SOCKET" --requests "$SEQ" --command "$TRUE_ARG" --bare "$TRUE_BIN" \
     --out "$OUT/spawn-daemon-seq.json" >/dev/null || note "some daemon calls failed (see above)"
   echo
   echo "### daemon per-run cost ($SEQ requests, one connection)"

@@ -147,11 +147,19 @@ def main():
     failures = []
     try:
         wait_for_socket(sock, daemon)
-        # One warm-up call so lazily opened files (state db, logs) count in
-        # the baseline, not as a leak.
-        warm = []
-        client_worker(sock, [-1], "warmup", [], warm, failures)
-        time.sleep(0.2)
+        # A warm-up at full concurrency, so files the daemon opens lazily and
+        # keeps (state db, traces, the sandbox's pool of reusable run
+        # cgroups, which grows with concurrency) are in the baseline rather
+        # than counted as a leak.
+        warm_ids = [list(range(-1 - c, -1 - 20 * a.clients, -a.clients)) for c in range(a.clients)]
+        warm_threads = [threading.Thread(target=client_worker,
+                                         args=(sock, ids, "warmup", [], [], failures))
+                        for ids in warm_ids]
+        for t in warm_threads:
+            t.start()
+        for t in warm_threads:
+            t.join()
+        time.sleep(0.5)
         fds_before = fd_count(daemon.pid)
 
         marker = "load%d" % os.getpid()

@@ -1,26 +1,110 @@
 //! Running one prepared child to completion: stdin feeding, concurrent
 //! bounded capture of stdout and stderr, the wall-clock deadline, the hard
 //! output limit, cancellation, and killing every descendant afterwards.
+//!
+//! One thread, one `ppoll` loop over nonblocking fds: the stdin write end,
+//! stdout, stderr, a pidfd that turns readable when the main child exits,
+//! and the cancel token's eventfd. Neither side can block the other: the
+//! child never waits on a full output pipe while we wait to write its stdin.
+//!
+//! The main child is never reaped before the end (its status is read with
+//! `WNOWAIT`), so its pid, which is also its process group and session id,
+//! cannot be reused while we signal that group.
+//!
+//! Killing descendants:
+//! - With a run cgroup, `RunSandbox::kill_all` kills every member, wherever
+//!   it moved in the process tree.
+//! - Without one, the supervisor becomes a child subreaper (once, for the
+//!   whole process), so a descendant whose parent dies is re-parented to us
+//!   instead of init. Each run's child gets `AGENT_EXEC_RUN_ID=<id>` in its
+//!   environment; after the main child's process group is killed, our
+//!   adopted children are read from `/proc/self/task/*/children`, and those
+//!   whose `/proc/<pid>/environ` carries this run's marker are killed and
+//!   reaped, round after round, until none is left (each kill re-parents
+//!   the victim's own children to us). Limits of this fallback: a process
+//!   that exec'd with a fresh environment (`env -i`) and left the process
+//!   group is not recognised and survives; one that left the session and
+//!   exited on its own before the sweep stays a zombie (its environ is no
+//!   longer readable, so it cannot be attributed); the children lists are
+//!   read without freezing the tree, so a fork racing the sweep is caught
+//!   only by a later round. Another run's main child (registered in
+//!   `LIVE_MAIN`) and unmarked children are never touched.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
+use crate::capture::Capture;
+use crate::sandbox::RunSandbox;
 use crate::spawn::ChildSpec;
 
+/// Environment variable marking every process of one run (fallback
+/// attribution of re-parented orphans when the run has no cgroup).
+pub const RUN_ID_ENV: &str = "AGENT_EXEC_RUN_ID";
+
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 128 * 1024;
+/// Reads per stream per wake-up, so one flooding stream cannot starve the
+/// other or delay the deadline check.
+const READS_PER_WAKE: usize = 16;
+/// Pipe capacity requested for stdout/stderr: fewer wake-ups per megabyte.
+const PIPE_SIZE: libc::c_int = 256 * 1024;
+/// Poll cap when the cancel token has no eventfd to wake us.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+/// How long a SIGKILLed process may take to die before we give up on it.
+const DEATH_WAIT: Duration = Duration::from_secs(5);
+/// Upper bound on rounds of the orphan sweep (tree depth, fork races).
+const SWEEP_ROUNDS: usize = 1000;
+
+#[derive(Debug)]
+struct CancelInner {
+    flag: AtomicBool,
+    /// Readable once cancelled, so a run blocked in `ppoll` wakes at once.
+    wake: Option<OwnedFd>,
+}
+
 /// Set from another thread (a disconnected client, a signal) to stop a run.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+#[derive(Debug, Clone)]
+pub struct CancelToken(Arc<CancelInner>);
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        // SAFETY: eventfd has no memory preconditions.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        // Without an eventfd the run loop falls back to polling the flag.
+        let wake = (fd >= 0).then(|| {
+            // SAFETY: fd was just created and is owned by nobody else.
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        });
+        CancelToken(Arc::new(CancelInner {
+            flag: AtomicBool::new(false),
+            wake,
+        }))
+    }
+}
 
 impl CancelToken {
     pub fn new() -> Self {
         Self::default()
     }
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        if !self.0.flag.swap(true, Ordering::SeqCst)
+            && let Some(fd) = &self.0.wake
+        {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64. A failure (counter
+            // overflow) cannot happen with a single write of 1.
+            unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
+        }
     }
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.flag.load(Ordering::SeqCst)
+    }
+    fn wake_fd(&self) -> Option<RawFd> {
+        self.0.wake.as_ref().map(AsRawFd::as_raw_fd)
     }
 }
 
@@ -75,8 +159,611 @@ pub enum ExecError {
     Io(#[from] std::io::Error),
 }
 
+/// Main children of every run in flight in this process: never killed or
+/// reaped by another run's sweep.
+static LIVE_MAIN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// Whether this process is a child subreaper (set once, never undone).
+static SUBREAPER: OnceLock<bool> = OnceLock::new();
+static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn live_main() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    // A panic while holding the lock leaves a valid Vec behind.
+    LIVE_MAIN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn ensure_subreaper() -> bool {
+    *SUBREAPER.get_or_init(|| {
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
+    })
+}
+
+fn subreaper_active() -> bool {
+    SUBREAPER.get().copied().unwrap_or(false)
+}
+
+fn last_err() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn errno_is(e: &std::io::Error, code: i32) -> bool {
+    e.raw_os_error() == Some(code)
+}
+
+fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl on an fd we own.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(last_err());
+    }
+    Ok(())
+}
+
+/// How the main child ended.
+#[derive(Debug, Clone, Copy)]
+enum Status {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Reads the main child's status through its pidfd; with `reap` false the
+/// child stays a zombie (its pid stays reserved).
+fn wait_pidfd(pidfd: RawFd, reap: bool, block: bool) -> std::io::Result<Option<Status>> {
+    let mut flags = libc::WEXITED;
+    if !reap {
+        flags |= libc::WNOWAIT;
+    }
+    if !block {
+        flags |= libc::WNOHANG;
+    }
+    loop {
+        // SAFETY: siginfo_t is plain data; zeroed is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes into `info`.
+        let r = unsafe { libc::waitid(libc::P_PIDFD, pidfd as libc::id_t, &mut info, flags) };
+        if r < 0 {
+            let e = last_err();
+            if errno_is(&e, libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        // SAFETY: waitid filled the SIGCHLD fields (or left si_pid 0).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        return Ok(Some(match info.si_code {
+            libc::CLD_EXITED => Status::Code(status),
+            _ => Status::Signal(status),
+        }));
+    }
+}
+
+/// Waits until `fd` is readable or `timeout` passes.
+fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = timespec(left);
+        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+        if r > 0 {
+            return true;
+        }
+        if r == 0 || !errno_is(&last_err(), libc::EINTR) {
+            return false;
+        }
+    }
+}
+
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+/// The main child: killed and reaped on every path out of `run`,
+/// including errors and panics.
+struct MainChild {
+    pid: i32,
+    pidfd: Option<OwnedFd>,
+    reaped: bool,
+}
+
+impl MainChild {
+    fn kill_group(&self, sig: i32) {
+        if !self.reaped {
+            // SAFETY: kill has no memory preconditions. The child is not
+            // reaped, so its pid (= its process group id) is not reused.
+            unsafe { libc::kill(-self.pid, sig) };
+        }
+    }
+
+    /// Reaps the (dead or dying) child and returns its status.
+    fn reap(&mut self) -> std::io::Result<Option<Status>> {
+        if self.reaped {
+            return Ok(None);
+        }
+        let status = match &self.pidfd {
+            Some(fd) => wait_pidfd(fd.as_raw_fd(), true, true)?,
+            None => {
+                let mut st = 0;
+                // SAFETY: waitpid on our own child.
+                while unsafe { libc::waitpid(self.pid, &mut st, 0) } < 0 {
+                    let e = last_err();
+                    if !errno_is(&e, libc::EINTR) {
+                        return Err(e);
+                    }
+                }
+                Some(if libc::WIFEXITED(st) {
+                    Status::Code(libc::WEXITSTATUS(st))
+                } else {
+                    Status::Signal(libc::WTERMSIG(st))
+                })
+            }
+        };
+        self.reaped = true;
+        live_main().retain(|p| *p != self.pid);
+        Ok(status)
+    }
+}
+
+impl Drop for MainChild {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.kill_group(libc::SIGKILL);
+            let _ = self.reap();
+        }
+    }
+}
+
+/// One output pipe and what was captured from it.
+struct Stream {
+    fd: Option<OwnedFd>,
+    cap: Capture,
+}
+
+impl Stream {
+    /// Reads what is available (at most `max_reads` chunks, stopping once
+    /// `stop_after` bytes are in). Returns the bytes read; closes the fd at
+    /// EOF.
+    fn read_some(
+        &mut self,
+        buf: &mut [u8],
+        max_reads: usize,
+        stop_after: u64,
+    ) -> std::io::Result<u64> {
+        let Some(fd) = &self.fd else { return Ok(0) };
+        let raw = fd.as_raw_fd();
+        let mut got = 0u64;
+        let mut reads = 0;
+        while reads < max_reads {
+            // SAFETY: reads into a live buffer of the given length.
+            let n = unsafe { libc::read(raw, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = last_err();
+                if errno_is(&e, libc::EINTR) {
+                    continue;
+                }
+                if errno_is(&e, libc::EAGAIN) {
+                    break;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                self.fd = None;
+                break;
+            }
+            let n = n as usize;
+            self.cap.push(&buf[..n]);
+            got += n as u64;
+            reads += 1;
+            if got >= stop_after {
+                break;
+            }
+            // A short read almost always means the pipe is empty: skip the
+            // extra syscall that would only return EAGAIN.
+            if n < buf.len() {
+                break;
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// The stdin text still to be written.
+struct Input {
+    fd: Option<OwnedFd>,
+    data: Vec<u8>,
+    off: usize,
+}
+
+impl Input {
+    fn write_some(&mut self) -> std::io::Result<()> {
+        let Some(fd) = &self.fd else { return Ok(()) };
+        while self.off < self.data.len() {
+            let rest = &self.data[self.off..];
+            // SAFETY: writes from a live slice. SIGPIPE is ignored by the
+            // Rust runtime, so a closed reader shows up as EPIPE.
+            let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let e = last_err();
+                if errno_is(&e, libc::EINTR) {
+                    continue;
+                }
+                if errno_is(&e, libc::EAGAIN) {
+                    return Ok(());
+                }
+                // The child closed its stdin (EPIPE) or it broke otherwise:
+                // what it did not read is not ours to insist on.
+                break;
+            }
+            self.off += n as usize;
+        }
+        // All written (or the reader is gone): EOF tells the child.
+        self.fd = None;
+        Ok(())
+    }
+}
+
 /// Runs the child; returns when it and every descendant are gone.
-pub fn run(spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, ExecError> {
-    let _ = (spec, cancel);
-    Err(ExecError::Io(std::io::Error::other("not yet implemented")))
+pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, ExecError> {
+    let start = Instant::now();
+    let marker = format!(
+        "{RUN_ID_ENV}={}.{}",
+        std::process::id(),
+        RUN_SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    let prefix = RUN_ID_ENV.as_bytes();
+    spec.child.env.retain(|e| {
+        let b = e.as_bytes();
+        !(b.len() > prefix.len() && b.starts_with(prefix) && b[prefix.len()] == b'=')
+    });
+    let marker_c =
+        CString::new(marker.as_str()).map_err(|e| ExecError::Io(std::io::Error::other(e)))?;
+    // First, so the sweep finds it in the first bytes of a long environ.
+    spec.child.env.insert(0, marker_c);
+    spec.child.stdin_pipe = spec.stdin.is_some();
+
+    let sandbox: Option<Arc<RunSandbox>> = spec.child.sandbox.clone();
+    let has_cgroup = sandbox.as_ref().is_some_and(|s| s.is_empty().is_some());
+    if !has_cgroup {
+        ensure_subreaper();
+    }
+
+    let spawned = crate::spawn::spawn(&spec.child)?;
+    live_main().push(spawned.pid);
+    let mut main = MainChild {
+        pid: spawned.pid,
+        pidfd: None,
+        reaped: false,
+    };
+    // SAFETY: pidfd_open on our unreaped child.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, main.pid, 0) };
+    if pidfd < 0 {
+        return Err(ExecError::Io(last_err()));
+    }
+    // SAFETY: the fd was just created and is owned by nobody else.
+    main.pidfd = Some(unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
+
+    let mut out = Stream {
+        fd: Some(spawned.stdout),
+        cap: Capture::new(spec.output_chars),
+    };
+    let mut err = Stream {
+        fd: Some(spawned.stderr),
+        cap: Capture::new(spec.output_chars),
+    };
+    for s in [&out, &err] {
+        if let Some(fd) = &s.fd {
+            set_nonblocking(fd.as_raw_fd())?;
+            // SAFETY: fcntl on our pipe; failure only costs throughput.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        }
+    }
+    let mut input = Input {
+        fd: spawned.stdin,
+        data: spec.stdin.take().unwrap_or_default(),
+        off: 0,
+    };
+    if let Some(fd) = &input.fd {
+        set_nonblocking(fd.as_raw_fd())?;
+    }
+    input.write_some()?;
+
+    let deadline = start.checked_add(spec.timeout);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut total: u64 = 0;
+    let limit = spec.hard_limit_bytes;
+    let mut reason: Option<Termination> = None;
+    let mut kill_at: Option<Instant> = None;
+    let mut drain_until: Option<Instant> = None;
+    let mut exited = false;
+
+    loop {
+        if exited && out.fd.is_none() && err.fd.is_none() {
+            break;
+        }
+        let now = Instant::now();
+        if reason.is_none() {
+            let stop = if cancel.is_cancelled() {
+                Some(Termination::Cancelled)
+            } else if deadline.is_some_and(|d| now >= d) {
+                Some(Termination::TimedOut)
+            } else {
+                None
+            };
+            if let Some(r) = stop {
+                if exited {
+                    // The child ended by itself; only its leftovers remain.
+                    break;
+                }
+                reason = Some(r);
+                main.kill_group(libc::SIGTERM);
+                kill_at = Some(now + spec.kill_grace);
+            }
+        }
+        let wake_at = match (kill_at, drain_until) {
+            (Some(k), Some(d)) => Some(k.min(d)),
+            (Some(k), None) => Some(k),
+            (None, Some(d)) => deadline.map_or(Some(d), |dl| Some(d.min(dl))),
+            (None, None) => deadline,
+        };
+        if wake_at.is_some_and(|w| now >= w) {
+            break;
+        }
+        let watch_cancel = reason.is_none() && !cancel.is_cancelled();
+        let mut timeout = wake_at.map(|w| w - now);
+        if watch_cancel && cancel.wake_fd().is_none() {
+            timeout = Some(timeout.map_or(CANCEL_POLL, |t| t.min(CANCEL_POLL)));
+        }
+
+        let mut fds = [libc::pollfd {
+            fd: -1,
+            events: 0,
+            revents: 0,
+        }; 5];
+        // Slots: 0 stdin, 1 stdout, 2 stderr, 3 pidfd, 4 cancel. A
+        // negative fd is ignored by poll.
+        if let Some(fd) = &input.fd {
+            fds[0] = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+        }
+        for (slot, s) in [(1, &out), (2, &err)] {
+            if let Some(fd) = &s.fd {
+                fds[slot] = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+            }
+        }
+        if !exited && let Some(fd) = &main.pidfd {
+            fds[3] = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+        }
+        if watch_cancel && let Some(fd) = cancel.wake_fd() {
+            fds[4] = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+        }
+        let ts = timeout.map(timespec);
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: a valid array of pollfd and an optional timespec.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 5, ts_ptr, std::ptr::null()) };
+        if r < 0 {
+            let e = last_err();
+            if errno_is(&e, libc::EINTR) {
+                continue;
+            }
+            return Err(e.into());
+        }
+        if r == 0 {
+            continue;
+        }
+        if fds[0].revents != 0 {
+            input.write_some()?;
+        }
+        let mut over = false;
+        for (slot, s) in [(1, &mut out), (2, &mut err)] {
+            if fds[slot].revents != 0 {
+                // Checked after every read, so the kill follows the read
+                // that crossed the limit, not a whole batch later.
+                let budget = if limit > 0 {
+                    limit.saturating_sub(total) + 1
+                } else {
+                    u64::MAX
+                };
+                total += s.read_some(&mut buf, READS_PER_WAKE, budget)?;
+                if limit > 0 && total > limit {
+                    over = true;
+                    break;
+                }
+            }
+        }
+        if over {
+            reason = Some(Termination::OutputLimit);
+            break;
+        }
+        if fds[3].revents != 0
+            && let Some(fd) = &main.pidfd
+            && wait_pidfd(fd.as_raw_fd(), false, false)?.is_some()
+        {
+            exited = true;
+            // A grandchild holding the pipes must not hold the result:
+            // read on only until the drain ends (or the grace, or the
+            // deadline, whichever comes first).
+            drain_until = Some(Instant::now() + spec.drain);
+        }
+    }
+
+    // Whatever is left of the run dies now, all at once.
+    drop(input);
+    kill_everything(&mut main, sandbox.as_deref(), marker.as_bytes());
+    // Every writer is dead: take what is still buffered in the pipes. The
+    // read count is bounded in case a writer escaped the kill. Past the
+    // hard limit, the counts stop where the kill happened.
+    if reason != Some(Termination::OutputLimit) {
+        for s in [&mut out, &mut err] {
+            s.read_some(
+                &mut buf,
+                (PIPE_SIZE as usize).div_ceil(READ_CHUNK) + 1,
+                u64::MAX,
+            )?;
+        }
+    }
+    let status = main.reap()?;
+    let (exit_code, signal) = match status {
+        Some(Status::Code(c)) => (Some(c), None),
+        Some(Status::Signal(s)) => (None, Some(s)),
+        None => (None, None),
+    };
+    let termination = reason.unwrap_or(match status {
+        Some(Status::Signal(s)) => Termination::Signaled(s),
+        Some(Status::Code(c)) => Termination::Exited(c),
+        None => Termination::Exited(-1),
+    });
+    Ok(ExecOutcome {
+        termination,
+        exit_code,
+        signal,
+        stdout: out.cap.finish(),
+        stderr: err.cap.finish(),
+        duration: start.elapsed(),
+    })
+}
+
+/// SIGKILLs the main child's process group, the run's cgroup (if any) and
+/// the orphans this run left with us, and waits until they are dead. The
+/// main child is left unreaped (the caller reaps it).
+fn kill_everything(main: &mut MainChild, sandbox: Option<&RunSandbox>, marker: &[u8]) {
+    main.kill_group(libc::SIGKILL);
+    let cgroup = sandbox.is_some_and(|s| matches!(s.kill_all(), Ok(true)));
+    if let Some(fd) = &main.pidfd {
+        // Its children are re-parented when it exits: wait for that
+        // before looking for them.
+        wait_readable(fd.as_raw_fd(), DEATH_WAIT);
+    }
+    if subreaper_active() {
+        sweep_orphans(main.pid, marker);
+    }
+    if cgroup && let Some(sb) = sandbox {
+        let end = Instant::now() + DEATH_WAIT;
+        while sb.is_empty() == Some(false) && Instant::now() < end {
+            // Processes leave the cgroup as they finish dying; a member
+            // that forked during the kill needs another one.
+            let _ = sb.kill_all();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Our children, across all threads (an orphan is re-parented to one
+/// thread of the subreaper, a main child is the child of the thread that
+/// forked it).
+fn children(list: &mut Vec<i32>, text: &mut String) {
+    list.clear();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for t in tasks.flatten() {
+        let mut path = t.path();
+        path.push("children");
+        text.clear();
+        if let Ok(mut f) = std::fs::File::open(&path)
+            && f.read_to_string(text).is_ok()
+        {
+            list.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+}
+
+/// Whether `pid`'s environment holds exactly the entry `marker`.
+fn has_marker(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> bool {
+    buf.clear();
+    let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    // Bounded: a hostile process can make its environment huge.
+    if f.take(1 << 20).read_to_end(buf).is_err() {
+        return false;
+    }
+    buf.split(|b| *b == 0).any(|e| e == marker)
+}
+
+/// Session and process group of `pid`, and whether it is a zombie.
+fn stat_ids(pid: i32) -> Option<(bool, i32, i32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain anything, including ") ": the fields
+    // after it start at the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?;
+    let _ppid = f.next()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let sid = f.next()?.parse().ok()?;
+    Some((state == "Z", pgrp, sid))
+}
+
+fn reap_pid(pid: i32) {
+    let mut st = 0;
+    // SAFETY: waitpid on a child of ours; blocking is short since it was
+    // SIGKILLed (or is already a zombie).
+    while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && errno_is(&last_err(), libc::EINTR) {}
+}
+
+/// Kills and reaps the run's processes that were re-parented to us.
+fn sweep_orphans(main_pid: i32, marker: &[u8]) {
+    let mut kids = Vec::new();
+    let mut text = String::new();
+    let mut env = Vec::new();
+    let mut killed = Vec::new();
+    let end = Instant::now() + DEATH_WAIT;
+    for _ in 0..SWEEP_ROUNDS {
+        children(&mut kids, &mut text);
+        let live = live_main().clone();
+        killed.clear();
+        for &pid in &kids {
+            if pid == main_pid || live.contains(&pid) {
+                continue;
+            }
+            if has_marker(pid, marker, &mut env) {
+                // SAFETY: kill on our own unreaped child: its pid is not
+                // reused before we reap it.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                killed.push(pid);
+            } else if let Some((true, pgrp, sid)) = stat_ids(pid)
+                && (pgrp == main_pid || sid == main_pid)
+            {
+                // A zombie of this run that died by itself: its environ is
+                // gone, but its session is still our main child's.
+                reap_pid(pid);
+            }
+        }
+        if killed.is_empty() || Instant::now() >= end {
+            break;
+        }
+        for &pid in &killed {
+            reap_pid(pid);
+        }
+    }
 }

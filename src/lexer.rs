@@ -3,6 +3,18 @@
 //! Pure and allocation-bounded by its input. It does not execute or expand
 //! anything; it records where the shell *would* expand (substitutions,
 //! parameters, globs, braces, `~`) so the policy can decide what each gets.
+//!
+//! The grammar followed is bash's, so the script given to the shell must be
+//! run by bash for the policy's view and the shell's to agree (`&>`, `|&`,
+//! `$'..'` and `<(..)` mean something else, or nothing, to a POSIX `sh`).
+//!
+//! Known simplifications, all on the refusing side: `$((` always starts
+//! arithmetic (bash retries `$( (..) )` without the space), `a=(..)` arrays
+//! are a syntax error, and inside `[[ .. ]]` the operators `<`, `>`, `&&`,
+//! `(` are lexed as in a command (the construct is unsupported anyway).
+//! Array element assignments `a[i]=v` are plain words: bash keeps blanks
+//! and operators inside the brackets in the word, this lexer splits there
+//! (every part is still seen by the policy).
 
 use serde::Serialize;
 
@@ -48,7 +60,9 @@ pub struct Features {
 
 /// One word after quote removal. `value` is exact when no expansion feature
 /// is set; with expansions it keeps the literal text of the expansion
-/// (`$HOME`, `*.rs`) so paths can still be checked by prefix.
+/// (`$HOME`, `*.rs`) so paths can still be checked by prefix. The one
+/// inexact case: `$'\xff'` escapes that decode to invalid UTF-8 appear as
+/// U+FFFD.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Word {
     pub value: String,
@@ -87,9 +101,15 @@ pub struct Redirect {
     /// Explicit descriptor (`2>`), if any.
     pub fd: Option<u32>,
     pub kind: RedirectKind,
-    /// The file, descriptor, delimiter or here-string word.
+    /// The file, descriptor, delimiter or here-string word. For a
+    /// here-document with an unquoted delimiter (`target.features.quoted`
+    /// false), the shell expands the body: the body's expansion features are
+    /// added to `target.features` and its substitutions, lexed, to
+    /// `target.substitutions`. For `|&`, a synthetic `2>&1` whose target
+    /// span is the `|&` itself.
     pub target: Word,
-    /// Here-document body, when `kind` is `HereDoc`.
+    /// Here-document body as written (after `<<-` tab stripping, before any
+    /// expansion), when `kind` is `HereDoc`.
     pub heredoc: Option<String>,
 }
 
@@ -291,7 +311,9 @@ impl Builder {
 const KEYWORD_OPENERS: &[&str] = &[
     "if", "for", "while", "until", "case", "select", "function", "coproc", "!", "[[",
 ];
-const KEYWORD_OTHERS: &[&str] = &["then", "elif", "else", "fi", "do", "done", "esac", "in", "]]"];
+const KEYWORD_OTHERS: &[&str] = &[
+    "then", "elif", "else", "fi", "do", "done", "esac", "in", "]]",
+];
 
 fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
@@ -320,7 +342,11 @@ fn hex_value(b: u8) -> Option<u32> {
 
 impl Lexer<'_> {
     fn at(&self, i: usize) -> Option<u8> {
-        if i < self.end { self.src.get(i).copied() } else { None }
+        if i < self.end {
+            self.src.get(i).copied()
+        } else {
+            None
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -346,23 +372,46 @@ impl Lexer<'_> {
 
     fn span(&self, start: usize, end: usize) -> Span {
         let s = self.orig(start);
-        Span { start: s, end: self.orig_end(end).max(s) }
+        Span {
+            start: s,
+            end: self.orig_end(end).max(s),
+        }
     }
 
     fn raw(&self, span: Span) -> String {
-        self.root.get(span.start..span.end).unwrap_or_default().to_string()
+        self.root
+            .get(span.start..span.end)
+            .unwrap_or_default()
+            .to_string()
     }
 
     fn unterminated(&self, what: &'static str, at: usize) -> ParseError {
-        ParseError::Unterminated { what, position: self.orig(at) }
+        ParseError::Unterminated {
+            what,
+            position: self.orig(at),
+        }
     }
 
     fn unexpected(&self, at: usize) -> ParseError {
         let token = match self.peek_token(at) {
             "" => "end of input".to_string(),
+            "word" => {
+                // Quote the offending word itself (briefly) so the message
+                // names what to change.
+                let rest = self.src.get(at..self.end).unwrap_or_default();
+                let rest = &rest[..rest.len().min(64)];
+                String::from_utf8_lossy(rest)
+                    .chars()
+                    .take_while(|c| !c.is_whitespace())
+                    .take(16)
+                    .collect()
+            }
             t => t.to_string(),
         };
-        ParseError::Unexpected { token, position: self.orig(at) }
+        ParseError::Unexpected {
+            token,
+            position: self.orig(at),
+        }
     }
 
     /// The operator (or character) starting at `at`, for messages.
@@ -382,7 +431,10 @@ impl Lexer<'_> {
 
     fn enter(&mut self, at: usize) -> Result<(), ParseError> {
         if self.depth >= MAX_DEPTH {
-            return Err(ParseError::TooDeep { limit: MAX_DEPTH, position: self.orig(at) });
+            return Err(ParseError::TooDeep {
+                limit: MAX_DEPTH,
+                position: self.orig(at),
+            });
         }
         self.depth += 1;
         Ok(())
@@ -405,7 +457,10 @@ impl Lexer<'_> {
             self.skip_blanks();
             let Some(c) = self.peek() else {
                 if let Term::Paren { what, open } = term {
-                    return Err(ParseError::Unterminated { what, position: self.orig(open) });
+                    return Err(ParseError::Unterminated {
+                        what,
+                        position: self.orig(open),
+                    });
                 }
                 break;
             };
@@ -514,7 +569,9 @@ impl Lexer<'_> {
                     while self.at(q).is_some_and(|c| c.is_ascii_digit()) {
                         q += 1;
                     }
-                    let fd = std::str::from_utf8(&self.src[p..q]).ok().and_then(|s| s.parse::<u32>().ok());
+                    let fd = std::str::from_utf8(&self.src[p..q])
+                        .ok()
+                        .and_then(|s| s.parse::<u32>().ok());
                     match (fd, self.at(q), self.at(q + 1)) {
                         (Some(fd), Some(b'<' | b'>'), next) if next != Some(b'(') => {
                             self.pos = q;
@@ -528,7 +585,10 @@ impl Lexer<'_> {
         }
         self.finish(&mut b);
         if let Some((token, position)) = b.need {
-            return Err(ParseError::Unexpected { token: token.to_string(), position });
+            return Err(ParseError::Unexpected {
+                token: token.to_string(),
+                position,
+            });
         }
         if let Some(&(open, position)) = b.open.last() {
             let what = match open {
@@ -539,7 +599,10 @@ impl Lexer<'_> {
             return Err(ParseError::Unterminated { what, position });
         }
         if let Some(doc) = b.heredocs.first() {
-            return Err(ParseError::Unterminated { what: "here-document", position: doc.position });
+            return Err(ParseError::Unterminated {
+                what: "here-document",
+                position: doc.position,
+            });
         }
         let terminator = b.last_op;
         let needs_shell = match b.commands.as_slice() {
@@ -549,11 +612,18 @@ impl Lexer<'_> {
                     || !c.assignments.is_empty()
                     || !c.redirects.is_empty()
                     || c.words.is_empty()
-                    || c.words.iter().any(|w| expands(&w.features) || !w.substitutions.is_empty())
+                    || c.words
+                        .iter()
+                        .any(|w| expands(&w.features) || !w.substitutions.is_empty())
             }
             _ => true,
         };
-        Ok(Script { commands: b.commands, unsupported: b.unsupported, needs_shell, terminator })
+        Ok(Script {
+            commands: b.commands,
+            unsupported: b.unsupported,
+            needs_shell,
+            terminator,
+        })
     }
 
     /// Ends the current simple command, if it has anything.
@@ -566,22 +636,38 @@ impl Lexer<'_> {
         let start = cmd.start.unwrap_or(cmd.end);
         // A command after a keyword or a closed group with no operator of
         // its own (`then ls`, `a) ls`) follows in sequence.
-        let joined_by = if b.commands.is_empty() { None } else { Some(b.pending_op.unwrap_or(Operator::Seq)) };
+        let joined_by = if b.commands.is_empty() {
+            None
+        } else {
+            Some(b.pending_op.unwrap_or(Operator::Seq))
+        };
         b.commands.push(SimpleCommand {
             assignments: cmd.assignments,
             words: cmd.words,
             redirects: cmd.redirects,
             joined_by,
-            span: Span { start, end: cmd.end },
+            span: Span {
+                start,
+                end: cmd.end,
+            },
         });
         b.need = None;
         b.after_keyword = false;
         b.last_op = None;
     }
 
-    fn operator(&self, b: &mut Builder, op: Operator, token: &'static str, p: usize) -> Result<(), ParseError> {
+    fn operator(
+        &self,
+        b: &mut Builder,
+        op: Operator,
+        token: &'static str,
+        p: usize,
+    ) -> Result<(), ParseError> {
         if b.cur.is_empty() && !b.after_keyword {
-            return Err(ParseError::Unexpected { token: token.to_string(), position: self.orig(p) });
+            return Err(ParseError::Unexpected {
+                token: token.to_string(),
+                position: self.orig(p),
+            });
         }
         self.finish(b);
         b.after_keyword = false;
@@ -620,7 +706,10 @@ impl Lexer<'_> {
                 let start = b.cur.words.first().map_or(self.orig(p), |w| w.span.start);
                 b.cur = Cmd::default();
                 self.pos = q + 1;
-                let span = Span { start, end: self.orig_end(q + 1) };
+                let span = Span {
+                    start,
+                    end: self.orig_end(q + 1),
+                };
                 b.unsupported.push(("function".to_string(), span));
                 b.keyword_seen();
                 return Ok(());
@@ -724,7 +813,12 @@ impl Lexer<'_> {
         Ok(())
     }
 
-    fn redirect(&mut self, b: &mut Builder, fd: Option<u32>, start: usize) -> Result<(), ParseError> {
+    fn redirect(
+        &mut self,
+        b: &mut Builder,
+        fd: Option<u32>,
+        start: usize,
+    ) -> Result<(), ParseError> {
         #[derive(PartialEq)]
         enum K {
             Plain(RedirectKind),
@@ -751,17 +845,29 @@ impl Lexer<'_> {
         self.skip_blanks();
         let t = self.pos;
         let target_ok = match self.peek() {
-            None | Some(b'\n' | b';' | b'&' | b'|' | b'(' | b')') => false,
+            // A `#` here starts a comment, as at any word start.
+            None | Some(b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'#') => false,
             Some(b'<' | b'>') => self.at(t + 1) == Some(b'('),
+            Some(c) if c.is_ascii_digit() => {
+                // Bash reads `> 2>x` as `>` missing its target: the digits
+                // are the next redirection's descriptor.
+                let mut q = t;
+                while self.at(q).is_some_and(|c| c.is_ascii_digit()) {
+                    q += 1;
+                }
+                !matches!(self.at(q), Some(b'<' | b'>')) || self.at(q + 1) == Some(b'(')
+            }
             Some(_) => true,
         };
         if !target_ok {
             return Err(self.unexpected(t));
         }
         let target = self.scan_word()?;
+        // `N`, `-` (close) or `N-` (move) name a descriptor, not a file.
+        let digits = target.value.strip_suffix('-').unwrap_or(&target.value);
         let descriptor = !expands(&target.features)
-            && (target.value == "-"
-                || (!target.value.is_empty() && target.value.bytes().all(|c| c.is_ascii_digit())));
+            && (digits.is_empty() || digits.bytes().all(|c| c.is_ascii_digit()))
+            && !target.value.is_empty();
         let kind = match k {
             K::Plain(kind) => kind,
             K::Doc { .. } => RedirectKind::HereDoc,
@@ -783,7 +889,12 @@ impl Lexer<'_> {
         }
         let span = self.span(start, self.pos);
         b.cur.touch(span);
-        b.cur.redirects.push(Redirect { fd, kind, target, heredoc: None });
+        b.cur.redirects.push(Redirect {
+            fd,
+            kind,
+            target,
+            heredoc: None,
+        });
         Ok(())
     }
 
@@ -794,19 +905,13 @@ impl Lexer<'_> {
             let mut line = self.pos;
             let (body_end, next) = loop {
                 if line >= self.end {
-                    return Err(ParseError::Unterminated { what: "here-document", position: doc.position });
+                    return Err(ParseError::Unterminated {
+                        what: "here-document",
+                        position: doc.position,
+                    });
                 }
-                let line_end = self.src[line..self.end]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(self.end, |i| line + i);
-                let mut text = line;
-                if doc.strip_tabs {
-                    while text < line_end && self.src[text] == b'\t' {
-                        text += 1;
-                    }
-                }
-                if self.src[text..line_end] == doc.delimiter[..] {
+                let (matches, line_end) = self.delimiter_line(line, &doc);
+                if matches {
                     break (line, (line_end + 1).min(self.end));
                 }
                 line = line_end + 1;
@@ -834,7 +939,10 @@ impl Lexer<'_> {
                 scanned?;
             }
             self.pos = next;
-            let redirect = b.commands.get_mut(doc.command).and_then(|c| c.redirects.get_mut(doc.redirect));
+            let redirect = b
+                .commands
+                .get_mut(doc.command)
+                .and_then(|c| c.redirects.get_mut(doc.redirect));
             if let Some(r) = redirect {
                 r.heredoc = Some(body);
                 let f = &mut r.target.features;
@@ -845,6 +953,52 @@ impl Lexer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether the line at `line` is the here-document's delimiter, and
+    /// where it ends. With an unquoted delimiter bash joins `\`-newline
+    /// continued lines before comparing (`EO\` + `F` ends the body), so
+    /// this does too: otherwise commands bash runs after the body would be
+    /// hidden inside it here. Compared in place, without allocating.
+    fn delimiter_line(&self, line: usize, doc: &PendingDoc) -> (bool, usize) {
+        let delim = &doc.delimiter[..];
+        let mut i = line;
+        if doc.strip_tabs {
+            while self.at(i) == Some(b'\t') {
+                i += 1;
+            }
+        }
+        let mut matched = 0usize;
+        let mut same = true;
+        let mut push = |c: u8| {
+            if same && delim.get(matched) == Some(&c) {
+                matched += 1;
+            } else {
+                same = false;
+            }
+        };
+        loop {
+            match self.at(i) {
+                None | Some(b'\n') => break,
+                Some(b'\\') if !doc.quoted => match self.at(i + 1) {
+                    Some(b'\n') => i += 2,
+                    Some(c) => {
+                        push(b'\\');
+                        push(c);
+                        i += 2;
+                    }
+                    None => {
+                        push(b'\\');
+                        i += 1;
+                    }
+                },
+                Some(c) => {
+                    push(c);
+                    i += 1;
+                }
+            }
+        }
+        (same && matched == delim.len(), i)
     }
 
     fn heredoc_expansions(&mut self, w: &mut WordBuf) -> Result<(), ParseError> {
@@ -924,7 +1078,13 @@ impl Lexer<'_> {
                             w.braces -= 1;
                             w.features.brace |= w.brace_sep;
                         }
-                        b'~' if p == start || matches!(self.src[p - 1], b'=' | b':') => w.features.tilde = true,
+                        // Also after a removed line continuation (`X=\<newline>~`),
+                        // hence the value rather than the source byte.
+                        b'~' if w.value.is_empty()
+                            || matches!(w.value.last(), Some(b'=' | b':')) =>
+                        {
+                            w.features.tilde = true
+                        }
                         _ => {}
                     }
                     w.value.push(c);
@@ -982,7 +1142,10 @@ impl Lexer<'_> {
             Some(b'(') => {
                 self.enter(start)?;
                 self.pos = start + 2;
-                let inner = self.script(Term::Paren { what: "command substitution", open: start })?;
+                let inner = self.script(Term::Paren {
+                    what: "command substitution",
+                    open: start,
+                })?;
                 self.depth -= 1;
                 w.features.command_substitution = true;
                 w.subs.push(inner);
@@ -1008,6 +1171,14 @@ impl Lexer<'_> {
             Some(c) if c.is_ascii_digit() || b"@*#?-$!".contains(&c) => {
                 self.pos = start + 2;
                 w.features.parameter_expansion = true;
+            }
+            Some(b'\\') if self.at(start + 2) == Some(b'\n') => {
+                // Bash removes the continuation first (`$\<newline>(id)` is `$(id)`);
+                // refusing is simpler than re-deriving every `$` form.
+                return Err(ParseError::Unexpected {
+                    token: "\\<newline>".to_string(),
+                    position: self.orig(start + 1),
+                });
             }
             _ => {
                 w.value.push(b'$');
@@ -1066,7 +1237,12 @@ impl Lexer<'_> {
     }
 
     /// `${...}` with nested braces, quotes and expansions.
-    fn parameter_braces(&mut self, w: &mut WordBuf, start: usize, in_quotes: bool) -> Result<(), ParseError> {
+    fn parameter_braces(
+        &mut self,
+        w: &mut WordBuf,
+        start: usize,
+        in_quotes: bool,
+    ) -> Result<(), ParseError> {
         self.enter(start)?;
         self.pos = start + 2;
         let mut braces = 0usize;
@@ -1287,11 +1463,156 @@ impl Lexer<'_> {
         let start = self.pos;
         self.enter(start)?;
         self.pos = start + 2;
-        let inner = self.script(Term::Paren { what: "process substitution", open: start })?;
+        let inner = self.script(Term::Paren {
+            what: "process substitution",
+            open: start,
+        })?;
         self.depth -= 1;
         w.features.process_substitution = true;
         w.subs.push(inner);
         w.value.extend_from_slice(&self.src[start..self.pos]);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(input: &str) -> Vec<String> {
+        let s = lex(input).unwrap();
+        s.commands
+            .iter()
+            .flat_map(|c| c.words.iter().map(|w| w.value.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn assignment_shape() {
+        assert!(is_assignment(b"A=1"));
+        assert!(is_assignment(b"_x9+=y"));
+        assert!(is_assignment(b"A="));
+        assert!(!is_assignment(b"9A=1"));
+        assert!(!is_assignment(b"A+1=2"));
+        assert!(!is_assignment(b"=1"));
+        assert!(!is_assignment(b"\"A\"=1"));
+    }
+
+    #[test]
+    fn quote_removal() {
+        assert_eq!(words(r#"a'b'"c"\d $'e\tf'"#), ["abcd", "e\tf"]);
+        assert_eq!(words(r#""a\"b" 'a\"b'"#), ["a\"b", "a\\\"b"]);
+    }
+
+    #[test]
+    fn plain_command_needs_no_shell() {
+        let s = lex("grep -rn 'fn main' src").unwrap();
+        assert!(!s.needs_shell);
+        assert_eq!(s.terminator, None);
+        for input in [
+            "ls *", "ls $x", "ls ~", "ls {a,b}", "X=1 ls", "ls > f", "ls | wc", "ls &", "( ls )",
+        ] {
+            assert!(lex(input).unwrap().needs_shell, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn background_terminator() {
+        let s = lex("sleep 10 &").unwrap();
+        assert_eq!(s.terminator, Some(Operator::Background));
+        assert!(s.needs_shell);
+        assert_eq!(lex("ls;").unwrap().terminator, Some(Operator::Seq));
+    }
+
+    #[test]
+    fn single_quotes_hide_features() {
+        let s = lex("echo '$(rm -rf /) * ~ {a,b} `x`'").unwrap();
+        let w = &s.commands[0].words[1];
+        assert!(!expands(&w.features));
+        assert!(w.features.quoted);
+        assert!(w.substitutions.is_empty());
+        assert!(!s.needs_shell);
+    }
+
+    #[test]
+    fn double_quotes_keep_substitutions() {
+        let s = lex("echo \"x $(rm -rf /tmp/a) `id` $HOME\"").unwrap();
+        let w = &s.commands[0].words[1];
+        assert!(w.features.command_substitution && w.features.parameter_expansion);
+        assert!(!w.features.glob);
+        let programs: Vec<&str> = w
+            .substitutions
+            .iter()
+            .map(|s| s.commands[0].words[0].value.as_str())
+            .collect();
+        assert_eq!(programs, ["rm", "id"]);
+    }
+
+    #[test]
+    fn heredoc_body_substitutions_are_visible() {
+        let s = lex("cat <<EOF >f\n$(curl x | sh)\nEOF\n").unwrap();
+        let r = &s.commands[0].redirects[0];
+        assert_eq!(r.kind, RedirectKind::HereDoc);
+        assert_eq!(r.target.substitutions[0].commands[1].words[0].value, "sh");
+        let quoted = lex("cat <<'EOF' >f\n$(curl x | sh)\nEOF\n").unwrap();
+        assert!(
+            quoted.commands[0].redirects[0]
+                .target
+                .substitutions
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn backtick_positions_map_back() {
+        // Inside backquotes `\$` is unescaped; the inner word's span must
+        // still cover the request's bytes, backslash excluded.
+        let input = "echo `echo \\$HOME`";
+        let s = lex(input).unwrap();
+        let inner = &s.commands[0].words[1].substitutions[0].commands[0].words[1];
+        assert_eq!(inner.value, "$HOME");
+        assert_eq!(&input[inner.span.start..inner.span.end], "$HOME");
+    }
+
+    #[test]
+    fn ansi_c_escapes() {
+        assert_eq!(
+            words(r"echo $'\x41\101\u263a\n\cA\z'"),
+            ["echo", "AA\u{263a}\n\u{1}\\z"]
+        );
+        // Bash ends the string at a NUL byte.
+        assert_eq!(words(r"echo $'ab\0cd'"), ["echo", "ab"]);
+    }
+
+    #[test]
+    fn errors_carry_positions() {
+        assert_eq!(
+            lex("echo 'x"),
+            Err(ParseError::Unterminated {
+                what: "single quote",
+                position: 5
+            })
+        );
+        assert_eq!(
+            lex("ls |"),
+            Err(ParseError::Unexpected {
+                token: "|".into(),
+                position: 3
+            })
+        );
+        assert_eq!(lex("  # c\n"), Err(ParseError::Empty));
+        assert_eq!(ParseError::Empty.position(), None);
+    }
+
+    #[test]
+    fn multibyte_characters_keep_spans_on_boundaries() {
+        // Multibyte characters around every kind of token: positions and
+        // spans must fall on character boundaries.
+        let input = "é'ü' \"日$(本)\" `ñ` ${é}>ö";
+        let s = lex(input).unwrap();
+        for w in &s.commands[0].words {
+            assert!(input.is_char_boundary(w.span.start) && input.is_char_boundary(w.span.end));
+            assert_eq!(&input[w.span.start..w.span.end], w.raw);
+        }
     }
 }

@@ -15,6 +15,7 @@
 //! daemon) calls it, so policy, sandbox, limits and traces never differ by
 //! transport.
 
+pub mod capture;
 pub mod exec;
 pub mod lexer;
 pub mod policy;

@@ -12,7 +12,7 @@ use agent_exec::policy::Policy;
 use agent_exec::request::{CommandSpec, RunRequest};
 use agent_exec::result::{ErrorType, ToolResult};
 use agent_exec::service::{self, Approver, Replay, Service, ServiceConfig};
-use agent_exec::trace::{self, ReplayMode, TraceHeader, TraceOptions, Tracer};
+use agent_exec::trace::{self, ReplayMode, Tracer};
 
 const AFTER_HELP: &str = "\
 Exit status (coreutils timeout/env conventions):
@@ -306,17 +306,8 @@ fn run(a: RunArgs) -> i32 {
     cfg.state_dir = a.state.clone();
     let trace_path = a.record.as_ref().or(a.trace.as_ref());
     if let Some(path) = trace_path {
-        let header = TraceHeader {
-            policy_name: cfg.policy.name.clone(),
-            policy_sha256: cfg.policy.sha256.clone(),
-            tool_schema_sha256: service::tool_schema_sha256(),
-            landlock_abi: agent_exec::sandbox::landlock::probe_abi(),
-        };
-        let opts = TraceOptions {
-            record_full: a.record.is_some() || cfg.policy.trace.record_full,
-            secret_names: secret_names(&cfg.policy),
-            rotate_bytes: None,
-        };
+        let header = service::trace_header(&cfg.policy);
+        let opts = service::trace_options(&cfg.policy, a.record.is_some(), None);
         match Tracer::create(path, header, opts) {
             Ok(t) => cfg.tracer = Some(Arc::new(t)),
             Err(e) => {
@@ -381,19 +372,6 @@ fn run(a: RunArgs) -> i32 {
         eprintln!("agent-exec: replay: {summary}");
     }
     emit(&result, format)
-}
-
-fn secret_names(policy: &Policy) -> Vec<String> {
-    let Ok(re) = regex::RegexBuilder::new(&policy.env.secret_pattern)
-        .case_insensitive(true)
-        .build()
-    else {
-        return Vec::new();
-    };
-    std::env::vars_os()
-        .filter_map(|(k, _)| k.to_str().map(str::to_string))
-        .filter(|k| re.is_match(k))
-        .collect()
 }
 
 fn check(t: Target) -> i32 {

@@ -139,6 +139,41 @@ pub fn tool_schema_sha256() -> String {
     trace::args_hash(&tool_schema())
 }
 
+/// The header every trace of this service starts with: traces bind to the
+/// policy and tool schema they were made under.
+pub fn trace_header(policy: &Policy) -> trace::TraceHeader {
+    trace::TraceHeader {
+        policy_name: policy.name.clone(),
+        policy_sha256: policy.sha256.clone(),
+        tool_schema_sha256: tool_schema_sha256(),
+        landlock_abi: sandbox::landlock::probe_abi(),
+    }
+}
+
+/// Trace options shared by every transport: the values of the supervisor's
+/// secret-looking variables are redacted wherever they would appear.
+pub fn trace_options(
+    policy: &Policy,
+    record_full: bool,
+    rotate_bytes: Option<u64>,
+) -> trace::TraceOptions {
+    let secret_names = match regex::RegexBuilder::new(&policy.env.secret_pattern)
+        .case_insensitive(true)
+        .build()
+    {
+        Ok(re) => std::env::vars_os()
+            .filter_map(|(k, _)| k.to_str().map(str::to_string))
+            .filter(|k| re.is_match(k))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    trace::TraceOptions {
+        record_full: record_full || policy.trace.record_full,
+        secret_names,
+        rotate_bytes,
+    }
+}
+
 impl Service {
     pub fn new(cfg: ServiceConfig) -> Result<Service, ServiceError> {
         let root = std::fs::canonicalize(&cfg.root).map_err(|source| ServiceError::Root {
@@ -737,7 +772,7 @@ impl Service {
                 if let Some(v) = violation() {
                     r.set_error(
                         ErrorType::SandboxViolation,
-                        format!("exit status {code}: the sandbox blocked {v}"),
+                        format!("exit status {code}: {v}"),
                     );
                 } else if code == 127 && decision.needs_shell {
                     r.set_error(
@@ -757,7 +792,7 @@ impl Service {
                 if let Some(v) = violation() {
                     r.set_error(
                         ErrorType::SandboxViolation,
-                        format!("killed by signal {sig}: the sandbox blocked {v}"),
+                        format!("killed by signal {sig}: {v}"),
                     );
                 } else {
                     r.set_error(ErrorType::KilledBySignal, format!("killed by signal {sig}"));

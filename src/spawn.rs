@@ -368,6 +368,22 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
                     libc::syscall(libc::SYS_setresuid, creds.uid, creds.uid, creds.uid),
                     Step::Setuid
                 );
+                // Changing the effective uid or gid clears the parent-death
+                // signal (prctl(2)): arm it again, or a `kill -9` of the
+                // supervisor would leave the dropped-privilege child running.
+                check!(
+                    libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0
+                    ),
+                    Step::ParentDeath
+                );
+                if libc::getppid() != plan.parent_pid {
+                    libc::_exit(127);
+                }
             }
             #[repr(C)]
             struct CapHeader {

@@ -161,6 +161,8 @@ fn check(cases: &[(&str, &str)]) {
 #[test]
 fn errors() {
     check(&[
+        ("echo $\\\n(id)", "ERR unexpected \\<newline> @6"),
+        ("echo \"$\\\n(id)\"", "ERR unexpected \\<newline> @7"),
         ("ls ; ; pwd", "ERR unexpected ; @5"),
         ("cat <<EOF", "ERR unterminated here-document @4"),
         ("# only", "ERR empty"),
@@ -211,6 +213,27 @@ fn errors() {
 #[test]
 fn heredocs() {
     check(&[
+        // Bash joins continued lines of an unquoted body before looking for
+        // the delimiter: `EO\` + `F` ends it, and `echo INJ` runs.
+        (
+            "cat <<EOF\nEO\\\nF\necho INJ\nEOF\n",
+            "cat <<EOF«» ; echo INJ ; EOF [sh]",
+        ),
+        // ...and `x\` + `EOF` is not the delimiter.
+        (
+            "cat <<EOF\nx\\\nEOF\necho hidden\nEOF\n",
+            "cat <<EOF«x\\\\\\nEOF\\necho hidden\\n» [sh]",
+        ),
+        // An escaped backslash does not continue the line.
+        (
+            "cat <<EOF\nx\\\\\nEOF\necho INJ\nEOF\n",
+            "cat <<EOF«x\\\\\\\\\\n» ; echo INJ ; EOF [sh]",
+        ),
+        // A quoted body is literal: no joining.
+        (
+            "cat <<'EOF'\nEO\\\nF\necho INJ\nEOF\n",
+            "cat <<EOF@q«EO\\\\\\nF\\necho INJ\\n» [sh]",
+        ),
         ("cat <<EOF\nhello\nEOF\n", "cat <<EOF«hello\\n» [sh]"),
         (
             "cat <<EOF\nhello $USER\nEOF\n",
@@ -428,6 +451,10 @@ fn redirections() {
         ("echo hi>x;cat<x", "echo hi >x ; cat <x [sh]"),
         ("echo a >& 2", "echo a >&2 [sh]"),
         ("cmd 2>&1 >&- <&-", "cmd 2>&1 >&- >&- [sh]"),
+        ("cmd 3>&1- 2>&x-", "cmd 3>&1- 2>x- [sh]"),
+        ("ls > #c", "ERR unexpected #c @5"),
+        ("ls >2>&1", "ERR unexpected 2>&1 @4"),
+        ("ls >2x", "ls >2x [sh]"),
         ("cmd >&\"2\"", "cmd >&2@q [sh]"),
         ("cmd 2>&file", "cmd 2>file [sh]"),
         ("cmd <&file", "cmd <file [sh]"),
@@ -443,6 +470,7 @@ fn redirections() {
 #[test]
 fn expansions() {
     check(&[
+        ("X=\\\n~/bin ls", "%X=~/bin@t ls [sh]"),
         ("echo $\"hello $USER\"", "echo «hello $USER»@qv [sh]"),
         ("echo $HOME/x", "echo $HOME/x@v [sh]"),
         ("echo ${HOME}/x", "echo ${HOME}/x@v [sh]"),
@@ -744,4 +772,54 @@ fn long_inputs_lex() {
     assert!(matches!(lex(&groups), Err(ParseError::Unterminated { .. })));
     let words = "a ".repeat(20_000);
     assert_eq!(lex(&words).unwrap().commands[0].words.len(), 20_000);
+}
+
+/// Commands of the kind agents send most.
+#[test]
+fn realistic() {
+    check(&[
+        (
+            "git commit -m \"msg with 'quotes' and \\\"escapes\\\"\"",
+            "git commit -m «msg with 'quotes' and \"escapes\"»@q",
+        ),
+        (
+            "ls -la | grep -E '^d' | awk '{print $9}'",
+            "ls -la | grep -E ^d@q | awk «{print $9}»@q [sh]",
+        ),
+        (
+            "find . -type f -name \"*.py\" -exec grep -l \"import os\" {} +",
+            "find . -type f -name *.py@q -exec grep -l «import os»@q {} +",
+        ),
+        (
+            "python3 - <<'EOF'\nimport sys\nprint(sys.argv)\nEOF",
+            "python3 - <<EOF@q«import sys\\nprint(sys.argv)\\n» [sh]",
+        ),
+        (
+            "cd app && cargo build --release 2>&1 | tail -n 20",
+            "cd app && cargo build --release 2>&1 | tail -n 20 [sh]",
+        ),
+        ("sed -n '1,20p' src/main.rs", "sed -n 1,20p@q src/main.rs"),
+        ("echo $((RANDOM % 10))", "echo «$((RANDOM % 10))»@a [sh]"),
+        (
+            "for f in *.rs; do wc -l \"$f\"; done",
+            "f in *.rs@g ; wc -l $f@qv !!for [sh]",
+        ),
+        (
+            "test -f x && echo yes || echo no",
+            "test -f x && echo yes || echo no [sh]",
+        ),
+        (
+            "[ -d target ] && rm -rf target",
+            "[ -d target ] && rm -rf target [sh]",
+        ),
+        (
+            "export PATH=/opt/bin:$PATH",
+            "export PATH=/opt/bin:$PATH@v [sh]",
+        ),
+        ("env -i HOME=/x ls", "env -i HOME=/x ls"),
+        (
+            "printf '%s\\n' a b > list.txt",
+            "printf %s\\\\n@q a b >list.txt [sh]",
+        ),
+    ]);
 }

@@ -224,7 +224,7 @@ fn failing_examples_refuse_load_and_are_all_listed() {
     let msg = e.to_string();
     assert!(msg.contains("4 example(s)"), "{msg}");
     assert!(
-        msg.contains("`cat /etc/passwd`: expected allow, got deny by rule `default`"),
+        msg.contains("`cat /etc/passwd`: expected allow, got deny by rule `builtin:path-escape`"),
         "{msg}"
     );
     assert!(

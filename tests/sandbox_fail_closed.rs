@@ -2,7 +2,9 @@
 //! switch), strict enforcement refuses to prepare anything, so nothing can
 //! run; best effort runs and says exactly which layer is missing.
 //!
-//! Its own test binary because the switch is process-wide.
+//! Its own test binary because the switch is process-wide. The switch does
+//! not exist in release builds, so neither does this test.
+#![cfg(debug_assertions)]
 
 mod sandbox_common;
 

@@ -105,6 +105,9 @@ pub(crate) struct Rule {
     pub option_values: Vec<String>,
     pub options: Vec<OptSpec>,
     pub global_options_only: bool,
+    /// The first operand is a pattern or script, not a path (`grep`,
+    /// `sed`, `awk`), unless `-e`/`-f` supplied it.
+    pub pattern_operand: bool,
     pub args_regex: Option<Regex>,
     pub pattern: Option<String>,
     pub line: usize,
@@ -682,11 +685,16 @@ impl<'p> Walk<'p> {
             self.substitutions(w, cwd, depth);
         }
         if sc.words.is_empty() {
+            let token = sc
+                .assignments
+                .first()
+                .map(|a| &a.raw)
+                .or_else(|| sc.redirects.first().map(|r| &r.target.raw));
             self.offer_weak(|| {
                 (
                     "builtin:shell-state".into(),
                     "only assignments or redirections".into(),
-                    None,
+                    token.cloned(),
                 )
             });
             return;
@@ -900,7 +908,7 @@ impl<'p> Walk<'p> {
                             (
                                 "builtin:lookup".into(),
                                 "only looks up a command name".into(),
-                                None,
+                                Some(prog.to_string()),
                             )
                         });
                         return;
@@ -912,7 +920,7 @@ impl<'p> Walk<'p> {
                             (
                                 "builtin:shell-state".into(),
                                 "no command to run".into(),
-                                None,
+                                Some(prog.to_string()),
                             )
                         });
                         return;
@@ -957,11 +965,24 @@ impl<'p> Walk<'p> {
             {
                 return Some(prog);
             }
+            let agent_writable = |p: &Path| {
+                p.starts_with(self.ctx.root)
+                    || self.engine.writable.iter().any(|w| p.starts_with(w))
+            };
+            // An entry the child can write to may hold a fake `git` by the
+            // time this runs, ahead of the real one: no name is trusted.
+            if self.engine.path_entries.iter().any(|e| agent_writable(e)) {
+                return None;
+            }
             return match super::resolve_program(prog, path) {
-                None => Some(prog),
+                // Not installed: the name is only a name (running it fails),
+                // unless an earlier command could create it on the PATH.
+                None => {
+                    (!self.engine.path_entries.iter().any(|e| agent_writable(e))).then_some(prog)
+                }
                 Some(found) => {
                     let canon = resolve_path(Path::new("/"), &found).unwrap_or(found);
-                    let system = !canon.starts_with(self.ctx.root)
+                    let system = !agent_writable(&canon)
                         && self.engine.readable.iter().any(|r| canon.starts_with(r));
                     system.then_some(prog)
                 }
@@ -1019,7 +1040,14 @@ impl<'p> Walk<'p> {
                 if rule.action == Verdict::Deny {
                     return;
                 }
-                (rule.writes, m.consumed)
+                let mut consumed = m.consumed;
+                if rule.pattern_operand
+                    && let Some(k) = pattern_position(args)
+                    && k < 64
+                {
+                    consumed |= 1 << k;
+                }
+                (rule.writes, consumed)
             }
             None => {
                 let policy = self.policy;
@@ -1107,17 +1135,18 @@ impl<'p> Walk<'p> {
                         // A symlink's target is resolved from the link's
                         // directory and later reads through it must stay in
                         // the root, so it is held to the write rule.
-                        let link_dir = target_dir
-                            .or(last_operand)
-                            .map(|l| args[l].value.as_str())
-                            .map(|l| {
-                                if target_dir.is_some() {
-                                    l
-                                } else {
-                                    l.rsplit_once('/').map_or(".", |(d, _)| d)
-                                }
-                            })
-                            .unwrap_or(".");
+                        let link_dir = match target_dir {
+                            Some(t) => args.get(t).map_or(".", |a| {
+                                let v = a.value.as_str();
+                                v.strip_prefix("--target-directory=")
+                                    .or_else(|| v.strip_prefix("-t").filter(|_| v.starts_with('-')))
+                                    .unwrap_or(v)
+                            }),
+                            None => last_operand
+                                .and_then(|l| args.get(l))
+                                .and_then(|a| a.value.rsplit_once('/'))
+                                .map_or(".", |(dir, _)| if dir.is_empty() { "/" } else { dir }),
+                        };
                         self.check_link_target(w, link_dir, cwd);
                         continue;
                     } else {
@@ -1278,13 +1307,27 @@ impl<'p> Walk<'p> {
             return self.check_tilde(shown, rest, access, cwd);
         }
         if glob {
-            let first = v.find(['*', '?', '[']).unwrap_or(v.len());
-            match v[..first].rfind('/') {
-                Some(slash) => self.check_path(shown, &v[..slash.max(1)], access, cwd),
-                None if first == 0 || !path_like(&v[..first]) => {}
-                None => self.check_path(shown, &v[..first], access, cwd),
+            // The part before the first pattern resolves on disk, the rest
+            // lexically (a pattern component names nothing that exists). A
+            // component like `.*` matches `..` in some shells, so it counts
+            // as `..`.
+            let is_dot_pattern = |c: &str| c.starts_with('.') && c.contains(['*', '?', '[']);
+            if v.split('/').any(is_dot_pattern) {
+                let dotted: Vec<&str> = v
+                    .split('/')
+                    .map(|c| if is_dot_pattern(c) { ".." } else { c })
+                    .collect();
+                self.check_path(shown, &dotted.join("/"), access, cwd);
+            } else if path_like(v) {
+                self.check_path(shown, v, access, cwd);
             }
             return;
+        }
+        // `if=/etc/passwd`, `DESTDIR=/usr`: a value glued to a key.
+        if let Some((_, value)) = v.split_once('=')
+            && (value.starts_with('/') || value.starts_with("..") || value.starts_with('~'))
+        {
+            self.check_operand(shown, value, access, cwd, false, value.starts_with('~'));
         }
         if path_like(v) {
             self.check_path(shown, v, access, cwd);
@@ -1337,13 +1380,9 @@ impl<'p> Walk<'p> {
             }
             return;
         }
-        if let Some(rest) = prefix.strip_prefix('~') {
-            return self.check_tilde(
-                shown,
-                rest.split('/').next().map_or("", |_| ""),
-                access,
-                cwd,
-            );
+        if prefix.starts_with('~') {
+            // `~/$X`: whatever follows, it is under the home directory.
+            return self.check_tilde(shown, "", access, cwd);
         }
         if let Some(slash) = prefix.rfind('/') {
             self.check_path(shown, &prefix[..slash.max(1)], access, cwd);
@@ -1518,7 +1557,13 @@ impl<'p> Walk<'p> {
                 self.script(&script, &mut inner, depth + 1);
             }
             Err(ParseError::Empty) => {
-                self.offer_weak(|| ("builtin:shell-state".into(), "an empty script".into(), None));
+                self.offer_weak(|| {
+                    (
+                        "builtin:shell-state".into(),
+                        "an empty script".into(),
+                        Some(shown.to_string()),
+                    )
+                });
             }
             Err(e) => self.builtin(
                 Verdict::Deny,
@@ -1601,6 +1646,12 @@ impl<'p> Walk<'p> {
             return true;
         }
         self.nested_text(&script.value, prog, cwd, depth);
+        // `sh -c '... "$1"' _ PATH`: the positional parameters become the
+        // script's arguments, which it may read or write, so they must
+        // name places inside the root.
+        if let Some(positional) = args.get(k + 1..) {
+            self.check_args(positional, Writes::Operands, 0, cwd);
+        }
         true
     }
 
@@ -1664,7 +1715,7 @@ impl<'p> Walk<'p> {
             (
                 "builtin:shell-state".into(),
                 format!("`{prog}` only changes the shell's own state"),
-                None,
+                Some(prog.to_string()),
             )
         });
     }
@@ -1886,6 +1937,41 @@ enum Unwrapped {
     /// `command -v`: a name lookup.
     Lookup,
     NotAWrapper,
+}
+
+/// Where the pattern or script of `grep`/`sed`/`awk` sits: the first
+/// operand, unless it was given with `-e`/`-f` (then every operand is a
+/// file).
+fn pattern_position(args: &[Word]) -> Option<usize> {
+    let given_by_option = args.iter().any(|a| {
+        let v = a.value.as_str();
+        if let Some(long) = v.strip_prefix("--") {
+            ["regexp", "expression", "file"].iter().any(|o| {
+                long.strip_prefix(o)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            })
+        } else if let Some(short) = v.strip_prefix('-') {
+            // `-e PAT`, `-ePAT`, or a cluster ending in it (`-ne PAT`).
+            short.starts_with(['e', 'f']) || short.ends_with(['e', 'f'])
+        } else {
+            false
+        }
+    });
+    if given_by_option {
+        return None;
+    }
+    let mut after_dashdash = false;
+    for (k, a) in args.iter().enumerate() {
+        let v = a.value.as_str();
+        if !after_dashdash && v == "--" {
+            after_dashdash = true;
+            continue;
+        }
+        if after_dashdash || !v.starts_with('-') || v == "-" {
+            return Some(k);
+        }
+    }
+    None
 }
 
 fn base_is(prog: &str, name: &str) -> bool {

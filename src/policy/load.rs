@@ -82,6 +82,8 @@ struct RuleFile {
     #[serde(default)]
     global_options_only: bool,
     #[serde(default)]
+    pattern_operand: bool,
+    #[serde(default)]
     args_regex: Option<Spanned<String>>,
     #[serde(default)]
     pattern: Option<Spanned<String>>,
@@ -284,13 +286,22 @@ fn shadowed_by<'r>(rule: &'r Rule, other: &Rule) -> Option<&'r str> {
     {
         return None;
     }
-    let covers = other.prefix.is_empty()
-        && (other.subcommands.is_empty()
-            || (!rule.subcommands.is_empty()
-                && rule
-                    .subcommands
-                    .iter()
-                    .all(|s| other.subcommands.iter().any(|o| s.starts_with(o)))));
+    let covers = if rule.action == other.action {
+        // Same action: the more specific rule wins, so only an exact
+        // duplicate (the later one) never decides.
+        !rule.has_conditions()
+            && rule.prefix == other.prefix
+            && rule.subcommands == other.subcommands
+    } else {
+        // A stricter rule wins whenever it matches.
+        other.prefix.is_empty()
+            && (other.subcommands.is_empty()
+                || (!rule.subcommands.is_empty()
+                    && rule
+                        .subcommands
+                        .iter()
+                        .all(|s| other.subcommands.iter().any(|o| s.starts_with(o)))))
+    };
     if !covers {
         return None;
     }
@@ -487,6 +498,7 @@ fn compile_rules(text: &str, files: &[Spanned<RuleFile>], issues: &mut Vec<Issue
             option_values: r.option_values.clone(),
             options,
             global_options_only: r.global_options_only,
+            pattern_operand: r.pattern_operand,
             args_regex,
             pattern,
             line,
@@ -589,7 +601,6 @@ fn build_engine(
     extra(&sandbox.read, &mut readable);
     let mut writable = Vec::new();
     extra(&sandbox.write, &mut writable);
-    readable.extend(writable.iter().cloned());
 
     let path_entries: Vec<PathBuf> = env
         .path
@@ -597,9 +608,16 @@ fn build_engine(
         .filter(|d| d.starts_with('/'))
         .map(PathBuf::from)
         .collect();
-    let path_trusted = path_entries
-        .iter()
-        .all(|d| readable.iter().any(|r| d.starts_with(r)));
+    // A PATH entry the child may write to could be given a fake `git` by
+    // an earlier command, so only read-only system entries are trusted
+    // without a lookup.
+    let path_trusted = path_entries.iter().all(|d| {
+        readable.iter().any(|r| d.starts_with(r))
+            && !writable
+                .iter()
+                .any(|w| d.starts_with(w) || w.starts_with(d))
+    });
+    readable.extend(writable.iter().cloned());
     let home = env
         .set
         .get("HOME")

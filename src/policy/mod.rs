@@ -115,9 +115,8 @@ impl Default for EnvPolicy {
             path: "/usr/local/bin:/usr/bin:/bin".to_string(),
             keep: vec!["LANG".into(), "LC_*".into(), "TERM".into(), "TZ".into()],
             set: Default::default(),
-            secret_pattern:
-                "(?i)(key|token|secret|passw|credential|auth|cookie|session|private|cert)"
-                    .to_string(),
+            secret_pattern: "(?i)(key|token|secret|passw|credential|auth|cookie|session|private)"
+                .to_string(),
         }
     }
 }

@@ -74,7 +74,7 @@ pub fn detect() -> Layout {
                 // without processes, so the base lives at the hierarchy's
                 // root rather than under our own (populated) cgroup.
                 let base = mnt.join("agent-exec");
-                if fs::create_dir(&base).is_err() && !base.is_dir() {
+                if !usable_base(&base, false) {
                     continue;
                 }
                 let available =
@@ -113,7 +113,7 @@ pub fn detect() -> Layout {
                         .map(|(_, p)| p.trim_start_matches('/').to_string())
                         .unwrap_or_default();
                     let base = mnt.join(own_path).join("agent-exec");
-                    if fs::create_dir_all(&base).is_err() {
+                    if !usable_base(&base, true) {
                         continue;
                     }
                     let slot = match ctl {
@@ -128,6 +128,18 @@ pub fn detect() -> Layout {
         }
     }
     layout
+}
+
+/// Creates `base` if needed and checks that we may create runs in it (a
+/// base left by a root supervisor is not writable by a later non-root one).
+fn usable_base(base: &Path, nested: bool) -> bool {
+    let created = if nested {
+        fs::create_dir_all(base)
+    } else {
+        fs::create_dir(base)
+    };
+    (created.is_ok() || base.is_dir())
+        && nix::unistd::access(base, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 fn unescape(s: &str) -> String {
@@ -363,12 +375,24 @@ mod tests {
             eprintln!("skipped: no v1 freezer hierarchy");
             return;
         }
-        let layout = Layout { v2_base: None, v2_pids: false, v2_memory: false, ..full };
+        let layout = Layout {
+            v2_base: None,
+            v2_pids: false,
+            v2_memory: false,
+            ..full
+        };
         let cg = RunCgroup::create(&layout, 64, 0).unwrap();
-        assert!(cg.applied.iter().any(|a| a == "cgroup_freezer"), "{:?}", cg.applied);
+        assert!(
+            cg.applied.iter().any(|a| a == "cgroup_freezer"),
+            "{:?}",
+            cg.applied
+        );
         let mut children = Vec::new();
         for _ in 0..3 {
-            let c = std::process::Command::new("/bin/sleep").arg("60").spawn().unwrap();
+            let c = std::process::Command::new("/bin/sleep")
+                .arg("60")
+                .spawn()
+                .unwrap();
             for dir in &cg.dirs {
                 write_file(&dir.join("cgroup.procs"), &c.id().to_string()).unwrap();
             }
@@ -378,7 +402,10 @@ mod tests {
         cg.kill_all().unwrap();
         for c in &mut children {
             let status = c.wait().unwrap();
-            assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(libc::SIGKILL)
+            );
         }
         assert!(cg.is_empty());
         let state = fs::read_to_string(cg.freezer.as_ref().unwrap().join("freezer.state")).unwrap();

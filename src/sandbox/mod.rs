@@ -138,11 +138,14 @@ impl Sandbox {
         let mut not_applied = Vec::new();
         let mut warnings = Vec::new();
 
-        let mut abi = landlock::probe_abi();
         #[cfg(debug_assertions)]
-        if std::env::var_os(TEST_NO_LANDLOCK_ENV).is_some() {
-            abi = 0;
-        }
+        let abi = if std::env::var_os(TEST_NO_LANDLOCK_ENV).is_some() {
+            0
+        } else {
+            landlock::probe_abi()
+        };
+        #[cfg(not(debug_assertions))]
+        let abi = landlock::probe_abi();
         let inet = !cfg.connect_ports.is_empty() || !cfg.bind_ports.is_empty();
         if abi == 0 {
             if strict {

@@ -157,9 +157,6 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
         policy, root, state_dir,
     ))?);
 
-    // Bound before the runtime starts any thread (see `socket::bind`).
-    let (std_listener, mut guard) = bind(&opts.socket, group.as_deref())?;
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("agent-exec-serve")
@@ -186,12 +183,17 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
         "serving"
     );
     let result = runtime.block_on(async {
+        // Signal handlers first: once the socket accepts, a SIGTERM must
+        // mean a clean shutdown, never the default instant death.
+        let shutdown = shutdown_signal()?;
+        // The runtime's threads are idle here, so the umask `bind` sets
+        // for an instant affects no other file creation.
+        let (std_listener, mut guard) = bind(&opts.socket, group.as_deref())?;
         let listener =
             tokio::net::UnixListener::from_std(std_listener).map_err(|source| ServeError::Io {
                 what: "registering the listener",
                 source,
             })?;
-        let shutdown = shutdown_signal()?;
         serve(listener, service.clone(), cfg, shutdown, || {
             guard.remove_file()
         })
@@ -229,7 +231,17 @@ fn service_config(
     state_dir: PathBuf,
 ) -> crate::service::ServiceConfig {
     let mut cfg = crate::service::ServiceConfig::new(policy, root);
+    // One trace per session, rotated by size, next to the durable state.
+    let header = crate::service::trace_header(&cfg.policy);
+    let opts = crate::service::trace_options(&cfg.policy, false, Some(TRACE_ROTATE_BYTES));
+    match crate::trace::TraceDir::open(&state_dir.join("traces"), header, opts) {
+        Ok(dir) => cfg.trace_dir = Some(dir),
+        Err(e) => tracing::error!(error = %e, "session traces are off"),
+    }
     cfg.state_dir = Some(state_dir);
     cfg.require_idempotency = true;
     cfg
 }
+
+/// Size at which a session's trace starts a new file.
+const TRACE_ROTATE_BYTES: u64 = 64 << 20;

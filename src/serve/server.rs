@@ -411,6 +411,9 @@ async fn run_call<H: Handler>(
         _ = until(&mut draining) => return cancelled_before_start("the daemon is shutting down"),
     };
     let token = CancelToken::new();
+    // If this task is dropped mid-call (runtime shutdown), the command must
+    // not outlive it unsupervised.
+    let _cancel_on_drop = CancelOnDrop(token.clone());
     let handler = shared.handler.clone();
     let call_token = token.clone();
     // The blocking thread stays inside `call` until the command and all its
@@ -441,6 +444,14 @@ async fn run_call<H: Handler>(
     };
     r.id = id;
     r
+}
+
+struct CancelOnDrop(CancelToken);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 async fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {

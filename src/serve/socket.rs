@@ -53,8 +53,8 @@ impl Drop for SocketGuard {
 /// receive the agent's commands. A stale socket (nothing accepts on it) is
 /// replaced; a live one is left alone and the start is refused.
 ///
-/// Must be called before any other thread exists: the umask that makes the
-/// socket private from its first instant is process-wide.
+/// The umask that makes the socket private from its first instant is
+/// process-wide: call this while no other thread creates files.
 pub fn bind(path: &Path, group: Option<&str>) -> Result<(UnixListener, SocketGuard), ServeError> {
     let bad = |reason: String| ServeError::Socket {
         path: path.to_path_buf(),

@@ -175,6 +175,11 @@ async fn answers_are_out_of_order_and_invalid_lines_do_not_close_the_connection(
     let d = c.recv().await;
     assert_eq!(d["id"], 9);
     assert!(d["stdout"].as_str().unwrap().contains("run_shell"));
+    drop(c);
+    until("the slow call is cancelled", || {
+        s.stub.cancelled.load(Ordering::SeqCst) == 1
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

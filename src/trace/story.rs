@@ -120,12 +120,11 @@ pub fn story(path: &Path, out: &mut dyn Write, color: bool) -> Result<(), TraceE
                     )?;
                 }
                 Event::Decision(d) => {
-                    let (label, painted) = match d.decision {
-                        Verdict::Allow => ("allowed", s.green("allowed")),
-                        Verdict::Deny => ("denied", s.red("denied")),
-                        Verdict::RequireApproval => ("needs approval", s.yellow("needs approval")),
+                    let painted = match d.decision {
+                        Verdict::Allow => s.green("allowed"),
+                        Verdict::Deny => s.red("denied"),
+                        Verdict::RequireApproval => s.yellow("needs approval"),
                     };
-                    let _ = label;
                     let risk = d
                         .risk_level
                         .map(|r| format!("{r:?}").to_lowercase())

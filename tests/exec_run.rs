@@ -1,0 +1,382 @@
+//! `exec::run` end to end, without a sandbox: capture, stdin, limits,
+//! timeouts, cancellation, and that no descendant outlives the result.
+
+mod exec_common;
+
+use std::time::Duration;
+
+use agent_exec::exec::{CancelToken, ExecError, Termination, run};
+use exec_common::{marker, procs_with, sh};
+
+/// Reads the pid a test child wrote to `path`.
+fn read_pid(path: &std::path::Path) -> i32 {
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+/// Whether `pid` is alive and still carries `mark` (a reused pid would
+/// not).
+fn alive_with(pid: i32, mark: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|b| b.windows(mark.len()).any(|w| w == mark.as_bytes()))
+        .unwrap_or(false)
+}
+
+#[test]
+fn small_output_is_captured_exactly() {
+    let m = marker();
+    let out = run(
+        sh("printf 'hello\\nworld\\n'; printf 'oops' >&2", &m),
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(out.signal, None);
+    assert_eq!(out.stdout.text, "hello\nworld\n");
+    assert_eq!(out.stdout.bytes, 12);
+    assert!(!out.stdout.truncated);
+    assert_eq!(out.stderr.text, "oops");
+    assert_eq!(out.stderr.bytes, 4);
+}
+
+#[test]
+fn stdin_text_reaches_the_child() {
+    let m = marker();
+    let mut spec = sh("tr a-z A-Z", &m);
+    spec.stdin = Some(b"abc\ndef\n".to_vec());
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.text, "ABC\nDEF\n");
+    assert_eq!(out.termination, Termination::Exited(0));
+}
+
+#[test]
+fn without_stdin_the_child_reads_eof() {
+    let m = marker();
+    let out = run(sh("cat; echo end", &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.text, "end\n");
+}
+
+#[test]
+fn large_stdin_and_output_do_not_deadlock() {
+    // `cat` writes back as it reads: with 8 MB each way both pipes are
+    // full many times over, which deadlocks a write-then-read supervisor.
+    let m = marker();
+    let mut spec = sh("cat; cat >&2 </dev/null", &m);
+    let data: Vec<u8> = (0..8_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    spec.stdin = Some(data.clone());
+    spec.output_chars = 100;
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.stdout.bytes, 8_000_000);
+    assert!(out.stdout.text.starts_with(std::str::from_utf8(&data[..50]).unwrap()));
+    assert!(out.stdout.text.ends_with(std::str::from_utf8(&data[data.len() - 50..]).unwrap()));
+}
+
+#[test]
+fn a_child_that_ignores_stdin_does_not_block_the_run() {
+    let m = marker();
+    let mut spec = sh("exec 0<&-; echo closed", &m);
+    spec.stdin = Some(vec![b'x'; 4_000_000]);
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.stdout.text, "closed\n");
+}
+
+#[test]
+fn both_streams_are_drained_concurrently() {
+    let m = marker();
+    let mut spec = sh(
+        "head -c 3000000 /dev/zero >&2 & head -c 5000000 /dev/zero; wait",
+        &m,
+    );
+    spec.output_chars = 10;
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.stdout.bytes, 5_000_000);
+    assert_eq!(out.stderr.bytes, 3_000_000);
+    assert!(out.stdout.text.contains("[... 4999990 bytes omitted ...]"));
+    assert!(out.stderr.text.contains("[... 2999990 bytes omitted ...]"));
+}
+
+#[test]
+fn head_and_tail_keep_whole_multibyte_characters() {
+    let m = marker();
+    // 3-byte euro signs with a 7-character budget: 4 + 3 characters,
+    // the byte budgets cut inside characters.
+    let mut spec = sh(
+        "i=0; while [ $i -lt 2000 ]; do printf '\\342\\202\\254'; i=$((i+1)); done",
+        &m,
+    );
+    spec.output_chars = 7;
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.bytes, 6000);
+    assert!(out.stdout.truncated);
+    assert_eq!(
+        out.stdout.text,
+        "€€€€\n[... 5979 bytes omitted ...]\n€€€"
+    );
+}
+
+#[test]
+fn invalid_utf8_is_replaced_and_counted() {
+    let m = marker();
+    let out = run(sh("printf 'a\\377b\\303'", &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.text, "a\u{FFFD}b\u{FFFD}");
+    assert_eq!(out.stdout.bytes, 4);
+    assert!(!out.stdout.truncated);
+}
+
+#[test]
+fn nonzero_exit_is_reported() {
+    let m = marker();
+    let out = run(sh("echo partial; exit 3", &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(3));
+    assert_eq!(out.exit_code, Some(3));
+    assert_eq!(out.signal, None);
+    assert_eq!(out.stdout.text, "partial\n");
+}
+
+#[test]
+fn death_by_signal_is_reported() {
+    let m = marker();
+    let out = run(sh("kill -9 $$", &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Signaled(9));
+    assert_eq!(out.signal, Some(9));
+    assert_eq!(out.exit_code, None);
+}
+
+#[test]
+fn a_missing_program_is_a_spawn_error() {
+    let m = marker();
+    let mut spec = sh("true", &m);
+    spec.child.program = std::ffi::CString::new("/nonexistent/agent-exec-test").unwrap();
+    assert!(matches!(
+        run(spec, &CancelToken::new()),
+        Err(ExecError::Spawn(_))
+    ));
+}
+
+#[test]
+fn the_hard_limit_kills_a_child_writing_forever() {
+    let m = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let mut spec = sh(
+        &format!("echo $$ > {}; while :; do echo {m}; done", pidfile.display()),
+        &m,
+    );
+    spec.hard_limit_bytes = 1_000_000;
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::OutputLimit);
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+    let total = out.stdout.bytes + out.stderr.bytes;
+    assert!(total > 1_000_000, "{total}");
+    // One read past the limit at most, not a drain of everything.
+    assert!(total < 2_000_000, "{total}");
+    assert!(!alive_with(read_pid(&pidfile), &m));
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn the_hard_limit_counts_both_streams() {
+    let m = marker();
+    let mut spec = sh("while :; do echo {m} >&2; echo x; done", &m);
+    spec.hard_limit_bytes = 200_000;
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::OutputLimit);
+    assert!(out.stdout.bytes > 0 && out.stderr.bytes > 0);
+    assert!(out.stdout.bytes < 200_000 && out.stderr.bytes < 200_000);
+    assert!(procs_with(&m).is_empty());
+}
+
+#[test]
+fn sleep_past_the_timeout_is_killed() {
+    let m = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let mut spec = sh(
+        &format!(
+            "sh -c 'echo $$ > {}; sleep 300' {m}; echo not-reached",
+            pidfile.display()
+        ),
+        &m,
+    );
+    spec.timeout = Duration::from_millis(500);
+    spec.kill_grace = Duration::from_millis(200);
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.signal, Some(libc::SIGTERM));
+    assert!(!out.stdout.text.contains("not-reached"));
+    assert!(!alive_with(read_pid(&pidfile), &m));
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn sigterm_ignored_means_sigkill_after_the_grace() {
+    let m = marker();
+    let mut spec = sh("trap '' TERM; echo ready; while :; do sleep 1; done", &m);
+    spec.timeout = Duration::from_millis(300);
+    spec.kill_grace = Duration::from_millis(200);
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+    assert_eq!(out.stdout.text, "ready\n");
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn a_child_exiting_on_sigterm_ends_the_run_before_the_grace() {
+    // The grace is far longer than any test timeout: if the run waited for
+    // it, the outcome would be a SIGKILL, not the child's own exit code.
+    let m = marker();
+    let mut spec = sh("trap 'echo bye; exit 7' TERM; while :; do sleep 0.05; done", &m);
+    spec.timeout = Duration::from_millis(300);
+    spec.kill_grace = Duration::from_secs(3600);
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.exit_code, Some(7));
+    assert_eq!(out.stdout.text, "bye\n");
+}
+
+#[test]
+fn setsid_double_forked_grandchild_is_gone_after_the_result() {
+    let m = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let p = pidfile.display();
+    // The subshell exits at once (double fork), the grandchild leaves the
+    // session and the process group, and closes the run's pipes.
+    let script = format!(
+        "(setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; sleep 300; : {m}' \
+         >/dev/null 2>&1 </dev/null &); \
+         while [ ! -e {p} ]; do sleep 0.01; done; echo started"
+    );
+    let out = run(sh(&script, &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.stdout.text, "started\n");
+    let pid = read_pid(&pidfile);
+    assert!(!alive_with(pid, &m), "grandchild {pid} survived");
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn nested_escapes_are_all_killed() {
+    // Three generations, each leaving the session of its parent.
+    let m = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let script = format!(
+        "setsid sh -c \"setsid sh -c 'echo \\$\\$ > {d}/c.tmp; mv {d}/c.tmp {d}/c; sleep 300' & \
+         echo \\$\\$ > {d}/b; sleep 300\" >/dev/null 2>&1 & \
+         while [ ! -e {d}/c ]; do sleep 0.01; done; echo started"
+    );
+    let out = run(sh(&script, &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.text, "started\n");
+    for f in ["b", "c"] {
+        let pid = read_pid(&dir.path().join(f));
+        assert!(!alive_with(pid, &m), "{f} ({pid}) survived");
+    }
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn a_grandchild_holding_stdout_does_not_hang_the_result() {
+    // With a 60 s timeout, only the drain deadline can end this run with
+    // the main child's own exit status.
+    let m = marker();
+    let mut spec = sh("sleep 300 & echo done", &m);
+    spec.drain = Duration::from_millis(300);
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.stdout.text, "done\n");
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn output_written_during_the_drain_is_kept() {
+    let m = marker();
+    let mut spec = sh("(sleep 0.2; echo late) & echo early", &m);
+    spec.drain = Duration::from_secs(30);
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.text, "early\nlate\n");
+    assert_eq!(out.termination, Termination::Exited(0));
+}
+
+#[test]
+fn background_processes_without_the_pipes_are_killed() {
+    let m = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let script = format!(
+        "sh -c 'echo $$ > {p}; exec sleep 300' >/dev/null 2>&1 & \
+         while [ ! -s {p} ]; do sleep 0.01; done",
+        p = pidfile.display()
+    );
+    let out = run(sh(&script, &m), &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert!(!alive_with(read_pid(&pidfile), &m));
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn cancel_from_another_thread_stops_the_run() {
+    let m = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let token = CancelToken::new();
+    let t = token.clone();
+    let ready2 = ready.clone();
+    let canceller = std::thread::spawn(move || {
+        while !ready2.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        t.cancel();
+    });
+    let script = format!("touch {}; sleep 300", ready.display());
+    let out = run(sh(&script, &m), &token).unwrap();
+    canceller.join().unwrap();
+    assert_eq!(out.termination, Termination::Cancelled);
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn a_cancelled_token_stops_the_run_at_once() {
+    let m = marker();
+    let token = CancelToken::new();
+    token.cancel();
+    let out = run(sh("echo x; sleep 300", &m), &token).unwrap();
+    assert_eq!(out.termination, Termination::Cancelled);
+    assert!(procs_with(&m).is_empty());
+}
+
+#[test]
+fn concurrent_runs_leave_each_others_orphans_alone() {
+    // Run B leaves an orphan (re-parented to this process) that must
+    // finish its work while run A, in another thread, ends many times and
+    // sweeps its own orphans.
+    let mb = marker();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("b-result");
+    let script_b = format!(
+        "(setsid sh -c 'sleep 1; echo B-ok > {f}' >/dev/null 2>&1 &); sleep 3; cat {f}",
+        f = f.display()
+    );
+    let b = std::thread::spawn(move || run(sh(&script_b, &mb), &CancelToken::new()).unwrap());
+    let a = std::thread::spawn(|| {
+        for _ in 0..20 {
+            let ma = marker();
+            let out = run(
+                sh("(setsid sleep 300 >/dev/null 2>&1 &); echo a", &ma),
+                &CancelToken::new(),
+            )
+            .unwrap();
+            assert_eq!(out.stdout.text, "a\n");
+            assert!(procs_with(&ma).is_empty());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    a.join().unwrap();
+    let out_b = b.join().unwrap();
+    assert_eq!(out_b.termination, Termination::Exited(0));
+    assert_eq!(out_b.stdout.text, "B-ok\n");
+}
