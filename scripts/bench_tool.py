@@ -214,7 +214,7 @@ def policy_copy(src, dst, overrides):
     for ov in overrides:
         key_path, value = ov.split("=", 1)
         tbl, key = key_path.rsplit(".", 1)
-        header = re.compile(r"^\[" + re.escape(tbl) + r"\]\s*(#.*)?$", re.M)
+        header = re.compile(r"^\[" + re.escape(tbl) + r"\][ \t]*(#[^\n]*)?$", re.M)
         m = header.search(text)
         line = f"{key} = {value}"
         if not m:
@@ -224,7 +224,7 @@ def policy_copy(src, dst, overrides):
         nxt = re.compile(r"^\[", re.M).search(text, start)
         end = nxt.start() if nxt else len(text)
         body = text[start:end]
-        key_re = re.compile(r"^\s*" + re.escape(key) + r"\s*=.*$", re.M)
+        key_re = re.compile(r"^[ \t]*" + re.escape(key) + r"[ \t]*=[^\n]*$", re.M)
         if key_re.search(body):
             body = key_re.sub(line, body, count=1)
         else:
@@ -371,10 +371,10 @@ def output(a):
         }
     write_json(a.out, summary)
 
-    print(f"\n### 1 GB to stdout ({a.runs} runs each, interleaved)\n")
+    print(f"\n### {n / 1e9:g} GB to stdout ({a.runs} runs each, interleaved)\n")
     rows_t = [
         [
-            "bare `head | cat > /dev/null`",
+            "bare `head \\| cat > /dev/null`",
             fmt_ms(summary["bare_wall_ms"]),
             f"{summary['bare_mb_per_s']:.0f}",
             f"{summary['bare_peak_rss_mib']:.1f}" if summary["bare_peak_rss_mib"] else "n/a",

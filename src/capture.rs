@@ -397,4 +397,46 @@ mod tests {
         assert_eq!(out.bytes, 2000 << 16);
         assert_eq!(omitted(&out.text), (2000 << 16) - 1000);
     }
+
+    /// Pieces the generated streams are made of: ASCII, 2-, 3- and 4-byte
+    /// characters, stray continuation bytes, truncated sequences, 0xFF.
+    const PIECES: &[&[u8]] = &[
+        b"a",
+        b"\n",
+        "é".as_bytes(),
+        "€".as_bytes(),
+        "\u{1F600}".as_bytes(),
+        b"\x80",
+        b"\xE2\x82",
+        b"\xF0\x9F",
+        b"\xFF",
+    ];
+
+    proptest::proptest! {
+        #[test]
+        fn head_and_tail_are_the_stream_s_own_ends(
+            pieces in proptest::collection::vec(0..PIECES.len(), 0..400),
+            max in 0usize..40,
+            chunk in 1usize..50,
+        ) {
+            let data: Vec<u8> = pieces.iter().flat_map(|i| PIECES[*i].iter().copied()).collect();
+            let chunks: Vec<&[u8]> = data.chunks(chunk).collect();
+            let c = capture(max, &chunks);
+            let full = String::from_utf8_lossy(&data);
+            proptest::prop_assert_eq!(c.bytes, data.len() as u64);
+            if full.chars().count() <= max {
+                proptest::prop_assert!(!c.truncated);
+                proptest::prop_assert_eq!(&c.text, &full);
+            } else {
+                proptest::prop_assert!(c.truncated);
+                let (head, rest) = c.text.split_once("\n[... ").unwrap();
+                let tail = rest.split_once(" bytes omitted ...]\n").unwrap().1;
+                proptest::prop_assert_eq!(head.chars().count(), max.div_ceil(2));
+                proptest::prop_assert_eq!(tail.chars().count(), max / 2);
+                proptest::prop_assert!(full.starts_with(head));
+                proptest::prop_assert!(full.ends_with(tail));
+                proptest::prop_assert!(omitted(&c.text) <= data.len() as u64);
+            }
+        }
+    }
 }

@@ -12,23 +12,37 @@
 //! cannot be reused while we signal that group.
 //!
 //! Killing descendants:
+//! - The main child's process group (its session leader's group) gets
+//!   SIGTERM at the deadline and SIGKILL at the end.
 //! - With a run cgroup, `RunSandbox::kill_all` kills every member, wherever
-//!   it moved in the process tree.
+//!   it moved in the process tree, and the result waits until the cgroup is
+//!   empty.
 //! - Without one, the supervisor becomes a child subreaper (once, for the
 //!   whole process), so a descendant whose parent dies is re-parented to us
 //!   instead of init. Each run's child gets `AGENT_EXEC_RUN_ID=<id>` in its
-//!   environment; after the main child's process group is killed, our
-//!   adopted children are read from `/proc/self/task/*/children`, and those
-//!   whose `/proc/<pid>/environ` carries this run's marker are killed and
-//!   reaped, round after round, until none is left (each kill re-parents
-//!   the victim's own children to us). Limits of this fallback: a process
-//!   that exec'd with a fresh environment (`env -i`) and left the process
-//!   group is not recognised and survives; one that left the session and
-//!   exited on its own before the sweep stays a zombie (its environ is no
-//!   longer readable, so it cannot be attributed); the children lists are
-//!   read without freezing the tree, so a fork racing the sweep is caught
-//!   only by a later round. Another run's main child (registered in
+//!   environment; once the main child is dead, our adopted children are read
+//!   from `/proc/self/task/<pid>/children`, and those whose
+//!   `/proc/<pid>/environ` holds this run's marker are killed and reaped,
+//!   round after round, until none is left (each kill re-parents the
+//!   victim's own children to us). Another run's main child (registered in
 //!   `LIVE_MAIN`) and unmarked children are never touched.
+//!
+//! Limits of the fallback (the cgroup has none of them):
+//! - A process that left the main process group and runs without the
+//!   marker (`env -i`, or its environ memory overwritten) is not recognised
+//!   and survives.
+//! - A process that left the session and then exited by itself before the
+//!   sweep stays a zombie of the supervisor: its environ is gone, so it
+//!   cannot be attributed. (Zombies still in the main child's session or
+//!   group are reaped.)
+//! - The tree is not frozen: a process forking as fast as we kill is only
+//!   bounded by `SWEEP_ROUNDS` and `DEATH_WAIT`.
+//! - Once the process is a subreaper, orphans of cgroup runs come to it
+//!   too; they are swept the same way before the cgroup kill.
+//!
+//! Writing stdin relies on SIGPIPE being ignored (the Rust runtime does so
+//! in every Rust binary), so a child that closes its stdin shows up as
+//! `EPIPE` rather than killing the supervisor.
 
 use std::ffi::CString;
 use std::io::Read;
@@ -276,6 +290,9 @@ struct MainChild {
     pid: i32,
     pidfd: Option<OwnedFd>,
     reaped: bool,
+    sandbox: Option<Arc<RunSandbox>>,
+    /// This run's `AGENT_EXEC_RUN_ID=<id>` environment entry.
+    marker: String,
 }
 
 impl MainChild {
@@ -319,7 +336,7 @@ impl MainChild {
 impl Drop for MainChild {
     fn drop(&mut self) {
         if !self.reaped {
-            self.kill_group(libc::SIGKILL);
+            kill_everything(self);
             let _ = self.reap();
         }
     }
@@ -429,7 +446,7 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
     });
     let marker_c =
         CString::new(marker.as_str()).map_err(|e| ExecError::Io(std::io::Error::other(e)))?;
-    // First, so the sweep finds it in the first bytes of a long environ.
+    // First: the sweep reads a bounded prefix of a possibly huge environ.
     spec.child.env.insert(0, marker_c);
     spec.child.stdin_pipe = spec.stdin.is_some();
 
@@ -445,6 +462,8 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
         pid: spawned.pid,
         pidfd: None,
         reaped: false,
+        sandbox,
+        marker,
     };
     // SAFETY: pidfd_open on our unreaped child.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, main.pid, 0) };
@@ -615,7 +634,7 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
 
     // Whatever is left of the run dies now, all at once.
     drop(input);
-    kill_everything(&mut main, sandbox.as_deref(), marker.as_bytes());
+    kill_everything(&main);
     // Every writer is dead: take what is still buffered in the pipes. The
     // read count is bounded in case a writer escaped the kill. Past the
     // hard limit, the counts stop where the kill happened.
@@ -652,47 +671,62 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
 /// SIGKILLs the main child's process group, the run's cgroup (if any) and
 /// the orphans this run left with us, and waits until they are dead. The
 /// main child is left unreaped (the caller reaps it).
-fn kill_everything(main: &mut MainChild, sandbox: Option<&RunSandbox>, marker: &[u8]) {
+fn kill_everything(main: &MainChild) {
     main.kill_group(libc::SIGKILL);
-    let cgroup = sandbox.is_some_and(|s| matches!(s.kill_all(), Ok(true)));
     if let Some(fd) = &main.pidfd {
         // Its children are re-parented when it exits: wait for that
         // before looking for them.
         wait_readable(fd.as_raw_fd(), DEATH_WAIT);
     }
+    // Before the cgroup kill: the sweep recognises the run's orphans by
+    // their environment, which a dead process no longer shows.
     if subreaper_active() {
-        sweep_orphans(main.pid, marker);
+        sweep_orphans(main.pid, main.marker.as_bytes());
     }
-    if cgroup && let Some(sb) = sandbox {
+    if let Some(sb) = &main.sandbox {
         let end = Instant::now() + DEATH_WAIT;
+        let mut round = 0u32;
+        // Emptiness first: on the common path nothing is left and the kill
+        // (a freeze, sweep and thaw on cgroup v1) is skipped.
         while sb.is_empty() == Some(false) && Instant::now() < end {
-            // Processes leave the cgroup as they finish dying; a member
-            // that forked during the kill needs another one.
-            let _ = sb.kill_all();
+            // Killed processes leave the cgroup as they finish dying; one
+            // that forked during the kill needs another.
+            if round % 20 == 0 {
+                let _ = sb.kill_all();
+            }
+            round += 1;
             std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
 
-/// Our children, across all threads (an orphan is re-parented to one
-/// thread of the subreaper, a main child is the child of the thread that
-/// forked it).
-fn children(list: &mut Vec<i32>, text: &mut String) {
+/// Children adopted by this process. The kernel hands an orphan to the
+/// first live thread of the subreaper, the thread-group leader (alive as
+/// long as a Rust process is), so only the leader's list is read, not one
+/// per thread. Without `CONFIG_PROC_CHILDREN`, `/proc` is scanned for
+/// processes whose parent is us (slower, same result).
+fn adopted(list: &mut Vec<i32>, text: &mut String) {
     list.clear();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    for t in tasks.flatten() {
-        let mut path = t.path();
-        path.push("children");
-        text.clear();
-        if let Ok(mut f) = std::fs::File::open(&path)
-            && f.read_to_string(text).is_ok()
-        {
+    text.clear();
+    let me = std::process::id();
+    if let Ok(mut f) = std::fs::File::open(format!("/proc/self/task/{me}/children")) {
+        if f.read_to_string(text).is_ok() {
             list.extend(
                 text.split_ascii_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok()),
             );
+        }
+        return;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if stat_fields(pid).is_some_and(|f| f.ppid == me as i32) {
+            list.push(pid);
         }
     }
 }
@@ -710,18 +744,30 @@ fn has_marker(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> bool {
     buf.split(|b| *b == 0).any(|e| e == marker)
 }
 
-/// Session and process group of `pid`, and whether it is a zombie.
-fn stat_ids(pid: i32) -> Option<(bool, i32, i32)> {
+struct StatFields {
+    zombie: bool,
+    ppid: i32,
+    pgrp: i32,
+    sid: i32,
+}
+
+/// State, parent, process group and session of `pid`.
+fn stat_fields(pid: i32) -> Option<StatFields> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain anything, including ") ": the fields
     // after it start at the last ')'.
     let rest = &s[s.rfind(')')? + 1..];
     let mut f = rest.split_ascii_whitespace();
-    let state = f.next()?;
-    let _ppid = f.next()?;
+    let zombie = f.next()? == "Z";
+    let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
     let sid = f.next()?.parse().ok()?;
-    Some((state == "Z", pgrp, sid))
+    Some(StatFields {
+        zombie,
+        ppid,
+        pgrp,
+        sid,
+    })
 }
 
 fn reap_pid(pid: i32) {
@@ -739,7 +785,7 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
     let mut killed = Vec::new();
     let end = Instant::now() + DEATH_WAIT;
     for _ in 0..SWEEP_ROUNDS {
-        children(&mut kids, &mut text);
+        adopted(&mut kids, &mut text);
         let live = live_main().clone();
         killed.clear();
         for &pid in &kids {
@@ -751,8 +797,9 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
                 // reused before we reap it.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 killed.push(pid);
-            } else if let Some((true, pgrp, sid)) = stat_ids(pid)
-                && (pgrp == main_pid || sid == main_pid)
+            } else if let Some(st) = stat_fields(pid)
+                && st.zombie
+                && (st.pgrp == main_pid || st.sid == main_pid)
             {
                 // A zombie of this run that died by itself: its environ is
                 // gone, but its session is still our main child's.

@@ -968,6 +968,13 @@ impl Lexer<'_> {
                 i += 1;
             }
         }
+        let rest = self.src.get(i..self.end).unwrap_or_default();
+        let physical = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+        let text = &rest[..physical];
+        if doc.quoted || !text.contains(&b'\\') {
+            // The common case: one physical line, compared as a slice.
+            return (text == delim, i + physical);
+        }
         let mut matched = 0usize;
         let mut same = true;
         let mut push = |c: u8| {

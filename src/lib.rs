@@ -16,6 +16,7 @@
 //! transport.
 
 pub mod capture;
+pub mod eval;
 pub mod exec;
 pub mod lexer;
 pub mod policy;
@@ -27,4 +28,3 @@ pub mod service;
 pub mod spawn;
 pub mod store;
 pub mod trace;
-pub mod eval;

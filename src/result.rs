@@ -101,8 +101,12 @@ impl ErrorType {
             ErrorType::BudgetExhausted => {
                 "This session's side-effect budget is spent. Stop making changes and report to the user."
             }
-            ErrorType::Busy => "The server is at capacity. Wait briefly and retry the same request.",
-            ErrorType::Cancelled => "The call was cancelled before it finished; nothing more will run for it.",
+            ErrorType::Busy => {
+                "The server is at capacity. Wait briefly and retry the same request."
+            }
+            ErrorType::Cancelled => {
+                "The call was cancelled before it finished; nothing more will run for it."
+            }
             ErrorType::UnrecordedCall => {
                 "Replay has no recorded result for this call. The session diverged from the recording."
             }
@@ -120,9 +124,9 @@ impl ErrorType {
     pub fn cli_exit_code(self) -> i32 {
         match self {
             ErrorType::CommandTimeout => 124,
-            ErrorType::PermissionDenied | ErrorType::ApprovalRequired | ErrorType::BudgetExhausted => {
-                126
-            }
+            ErrorType::PermissionDenied
+            | ErrorType::ApprovalRequired
+            | ErrorType::BudgetExhausted => 126,
             ErrorType::CommandNotFound => 127,
             _ => 125,
         }
@@ -195,7 +199,11 @@ pub struct ToolResult {
 
 impl ToolResult {
     /// A result for a call that never reached execution.
-    pub fn refusal(call_id: impl Into<String>, error_type: ErrorType, message: impl Into<String>) -> Self {
+    pub fn refusal(
+        call_id: impl Into<String>,
+        error_type: ErrorType,
+        message: impl Into<String>,
+    ) -> Self {
         ToolResult {
             schema_version: SCHEMA_VERSION,
             id: None,

@@ -250,7 +250,7 @@ impl Service {
     }
 
     /// Decides without running anything (`agent-exec check`).
-    pub fn check(&self, req: &RunRequest) -> Result<Decision, ToolResult> {
+    pub fn check(&self, req: &RunRequest) -> Result<Decision, Box<ToolResult>> {
         let call_id = self.next_call_id();
         let cwd = self.resolve_cwd(&call_id, req.cwd.as_deref())?;
         let ctx = Context {
@@ -258,11 +258,11 @@ impl Service {
             cwd: &cwd,
         };
         self.policy.decide(&req.command, &ctx).map_err(|e| {
-            ToolResult::refusal(
+            Box::new(ToolResult::refusal(
                 &call_id,
                 ErrorType::ParseError,
                 format!("cannot parse the command: {e}"),
-            )
+            ))
         })
     }
 
@@ -313,11 +313,11 @@ impl Service {
         cancel: &CancelToken,
     ) -> ToolResult {
         if let Err(r) = self.validate(call_id, req) {
-            return r;
+            return *r;
         }
         let cwd = match self.resolve_cwd(call_id, req.cwd.as_deref()) {
             Ok(c) => c,
-            Err(r) => return r,
+            Err(r) => return *r,
         };
         let ctx = Context {
             root: &self.root,
@@ -480,14 +480,14 @@ impl Service {
         }
     }
 
-    fn validate(&self, call_id: &str, req: &RunRequest) -> Result<(), ToolResult> {
+    fn validate(&self, call_id: &str, req: &RunRequest) -> Result<(), Box<ToolResult>> {
         let l = &self.policy.limits;
         let bad = |msg: String| {
-            Err(ToolResult::refusal(
+            Err(Box::new(ToolResult::refusal(
                 call_id,
                 ErrorType::InvalidArguments,
                 msg,
-            ))
+            )))
         };
         match &req.command {
             CommandSpec::Shell(s) if s.trim().is_empty() => return bad("command: empty".into()),
@@ -547,7 +547,7 @@ impl Service {
 
     /// The working directory: the root, or a directory inside it. Symlinks
     /// are resolved before the containment check, so a link cannot lead out.
-    fn resolve_cwd(&self, call_id: &str, cwd: Option<&str>) -> Result<PathBuf, ToolResult> {
+    fn resolve_cwd(&self, call_id: &str, cwd: Option<&str>) -> Result<PathBuf, Box<ToolResult>> {
         let Some(cwd) = cwd.filter(|c| !c.is_empty()) else {
             return Ok(self.root.clone());
         };
@@ -560,21 +560,21 @@ impl Service {
         };
         match std::fs::canonicalize(&joined) {
             Ok(p) if p.starts_with(&self.root) && p.is_dir() => Ok(p),
-            Ok(p) if !p.starts_with(&self.root) => Err(refuse(format!(
+            Ok(p) if !p.starts_with(&self.root) => Err(Box::new(refuse(format!(
                 "cwd {cwd:?} resolves to {} which is outside the project root {}",
                 p.display(),
                 self.root.display()
-            ))),
-            Ok(_) => Err(ToolResult::refusal(
+            )))),
+            Ok(_) => Err(Box::new(ToolResult::refusal(
                 call_id,
                 ErrorType::InvalidArguments,
                 format!("cwd: {cwd:?} is not a directory"),
-            )),
-            Err(_) => Err(ToolResult::refusal(
+            ))),
+            Err(_) => Err(Box::new(ToolResult::refusal(
                 call_id,
                 ErrorType::InvalidArguments,
                 format!("cwd: {cwd:?} does not exist inside the project root"),
-            )),
+            ))),
         }
     }
 
@@ -589,7 +589,7 @@ impl Service {
         let started = Instant::now();
         let argv = match self.argv_for(req, decision, cwd) {
             Ok(a) => a,
-            Err(r) => return r.with_call_id(call_id),
+            Err(r) => return *r.with_call_id(call_id),
         };
         let run = match self.sandbox.for_run() {
             Ok(r) => Arc::new(r),
@@ -686,7 +686,7 @@ impl Service {
         req: &RunRequest,
         decision: &Decision,
         cwd: &Path,
-    ) -> Result<(CString, Vec<CString>), ToolResult> {
+    ) -> Result<(CString, Vec<CString>), Box<ToolResult>> {
         let words: Vec<String> = match (&req.command, decision.needs_shell) {
             (CommandSpec::Shell(s), true) => {
                 return Ok((
@@ -697,21 +697,21 @@ impl Service {
             (CommandSpec::Shell(s), false) => match shell_words::split(s) {
                 Ok(w) => w,
                 Err(e) => {
-                    return Err(ToolResult::refusal(
+                    return Err(Box::new(ToolResult::refusal(
                         "",
                         ErrorType::ParseError,
                         format!("cannot split the command: {e}"),
-                    ));
+                    )));
                 }
             },
             (CommandSpec::Argv(v), _) => v.clone(),
         };
         let Some(first) = words.first() else {
-            return Err(ToolResult::refusal(
+            return Err(Box::new(ToolResult::refusal(
                 "",
                 ErrorType::InvalidArguments,
                 "command: empty",
-            ));
+            )));
         };
         let program: PathBuf = if first.contains('/') {
             cwd.join(first)
@@ -728,7 +728,7 @@ impl Service {
                         ),
                     );
                     r.exit_code = Some(127);
-                    return Err(r);
+                    return Err(Box::new(r));
                 }
             }
         };
@@ -823,20 +823,21 @@ trait WithCallId {
     fn with_call_id(self, call_id: &str) -> Self;
 }
 
-impl WithCallId for ToolResult {
-    fn with_call_id(mut self, call_id: &str) -> Self {
-        self.call_id = call_id.to_string();
-        self
+impl WithCallId for Box<ToolResult> {
+    fn with_call_id(self, call_id: &str) -> Self {
+        let mut r = self;
+        r.call_id = call_id.to_string();
+        r
     }
 }
 
-fn cstring(s: &str) -> Result<CString, ToolResult> {
+fn cstring(s: &str) -> Result<CString, Box<ToolResult>> {
     CString::new(s).map_err(|_| {
-        ToolResult::refusal(
+        Box::new(ToolResult::refusal(
             "",
             ErrorType::InvalidArguments,
             "command: contains a NUL byte",
-        )
+        ))
     })
 }
 

@@ -10,7 +10,11 @@ use exec_common::{marker, procs_with, sh};
 
 /// Reads the pid a test child wrote to `path`.
 fn read_pid(path: &std::path::Path) -> i32 {
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Whether `pid` is alive and still carries `mark` (a reused pid would
@@ -68,8 +72,16 @@ fn large_stdin_and_output_do_not_deadlock() {
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.termination, Termination::Exited(0));
     assert_eq!(out.stdout.bytes, 8_000_000);
-    assert!(out.stdout.text.starts_with(std::str::from_utf8(&data[..50]).unwrap()));
-    assert!(out.stdout.text.ends_with(std::str::from_utf8(&data[data.len() - 50..]).unwrap()));
+    assert!(
+        out.stdout
+            .text
+            .starts_with(std::str::from_utf8(&data[..50]).unwrap())
+    );
+    assert!(
+        out.stdout
+            .text
+            .ends_with(std::str::from_utf8(&data[data.len() - 50..]).unwrap())
+    );
 }
 
 #[test]
@@ -111,10 +123,7 @@ fn head_and_tail_keep_whole_multibyte_characters() {
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.stdout.bytes, 6000);
     assert!(out.stdout.truncated);
-    assert_eq!(
-        out.stdout.text,
-        "€€€€\n[... 5979 bytes omitted ...]\n€€€"
-    );
+    assert_eq!(out.stdout.text, "€€€€\n[... 5979 bytes omitted ...]\n€€€");
 }
 
 #[test]
@@ -162,7 +171,10 @@ fn the_hard_limit_kills_a_child_writing_forever() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let mut spec = sh(
-        &format!("echo $$ > {}; while :; do echo {m}; done", pidfile.display()),
+        &format!(
+            "echo $$ > {}; while :; do echo {m}; done",
+            pidfile.display()
+        ),
         &m,
     );
     spec.hard_limit_bytes = 1_000_000;
@@ -229,7 +241,10 @@ fn a_child_exiting_on_sigterm_ends_the_run_before_the_grace() {
     // The grace is far longer than any test timeout: if the run waited for
     // it, the outcome would be a SIGKILL, not the child's own exit code.
     let m = marker();
-    let mut spec = sh("trap 'echo bye; exit 7' TERM; while :; do sleep 0.05; done", &m);
+    let mut spec = sh(
+        "trap 'echo bye; exit 7' TERM; while :; do sleep 0.05; done",
+        &m,
+    );
     spec.timeout = Duration::from_millis(300);
     spec.kill_grace = Duration::from_secs(3600);
     let out = run(spec, &CancelToken::new()).unwrap();

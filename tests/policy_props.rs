@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use agent_exec::policy::{Context, Policy};
+use agent_exec::policy::{Context, Policy, Verdict};
 use agent_exec::request::CommandSpec;
 use proptest::prelude::*;
 
@@ -42,7 +42,7 @@ fn fragment() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(600))]
 
     #[test]
     fn shell_strings_never_panic(parts in prop::collection::vec(fragment(), 0..12)) {
@@ -64,4 +64,63 @@ proptest! {
 
 thread_local! {
     static POLICY: Policy = policy();
+    static READONLY: Policy =
+        Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/readonly.toml")).unwrap();
+    static CI: Policy =
+        Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/ci.toml")).unwrap();
+}
+
+/// Words that write, run or reach out, mixed with harmless ones.
+fn risky() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("ls ".to_string()),
+        Just("cat README.md ".to_string()),
+        Just("git status ".to_string()),
+        Just("git commit -m x ".to_string()),
+        Just("sed -i s/a/b/ f ".to_string()),
+        Just("tee out ".to_string()),
+        Just("> out ".to_string()),
+        Just(">> out ".to_string()),
+        Just("2>&1 ".to_string()),
+        Just("| ".to_string()),
+        Just("&& ".to_string()),
+        Just("; ".to_string()),
+        Just("find . -delete ".to_string()),
+        Just("sort -o x ".to_string()),
+        Just("awk '{print > \"f\"}' ".to_string()),
+        Just("env ".to_string()),
+        Just("bash -c 'touch x' ".to_string()),
+        Just("$(rm x) ".to_string()),
+        Just("python3 x.py ".to_string()),
+        Just("curl x ".to_string()),
+        Just("cd sub ".to_string()),
+        Just("unknowncmd ".to_string()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The read-only policy never allows a request it does not class as
+    /// read-only.
+    #[test]
+    fn readonly_never_allows_a_mutating_request(parts in prop::collection::vec(risky(), 1..6)) {
+        let root = Path::new("/nonexistent-prop-root");
+        let ctx = Context { root, cwd: root };
+        let text: String = parts.concat();
+        if let Ok(d) = READONLY.with(|p| p.decide(&CommandSpec::Shell(text.clone()), &ctx)) {
+            prop_assert!(d.verdict != Verdict::Allow || d.read_only, "{text}: {d:?}");
+        }
+    }
+
+    /// CI is non-interactive: nothing is ever sent to approval.
+    #[test]
+    fn ci_never_asks_for_approval(parts in prop::collection::vec(risky(), 1..6)) {
+        let root = Path::new("/nonexistent-prop-root");
+        let ctx = Context { root, cwd: root };
+        let text: String = parts.concat();
+        if let Ok(d) = CI.with(|p| p.decide(&CommandSpec::Shell(text.clone()), &ctx)) {
+            prop_assert!(d.verdict != Verdict::RequireApproval, "{text}: {d:?}");
+        }
+    }
 }

@@ -8,16 +8,32 @@ use serve_common::*;
 
 #[test]
 fn describe_answers_the_tool_schema_policy_and_limits() {
+    use sha2::Digest;
     let fx = Fixture::new(&policy(""));
     let _d = fx.start(&[]);
     let mut c = fx.connect();
     let r = c.call(&json!({"id": "d1", "tool": "describe"}));
     assert_eq!(r["id"], "d1");
     assert_eq!(r["ok"], true);
-    let described: serde_json::Value = serde_json::from_str(r["stdout"].as_str().unwrap()).unwrap();
-    let text = described.to_string();
-    assert!(text.contains("run_shell"), "{text}");
-    assert!(text.contains("serve-test"), "policy name missing: {text}");
+    let d: serde_json::Value = serde_json::from_str(r["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(d["tool"]["name"], "run_shell");
+    assert_eq!(d["tool"]["parameters"]["required"], json!(["command"]));
+    // The schema a model is given and the validator agree on the arguments.
+    let mut props: Vec<&str> = d["tool"]["parameters"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    props.sort_unstable();
+    assert_eq!(
+        props,
+        ["command", "cwd", "output_chars", "stdin", "timeout_ms"]
+    );
+    assert_eq!(d["policy"]["name"], "serve-test");
+    let file_hash = hex::encode(sha2::Sha256::digest(std::fs::read(&fx.policy).unwrap()));
+    assert_eq!(d["policy"]["sha256"], file_hash.as_str());
+    assert!(d["limits"]["max_timeout_ms"].as_u64().is_some(), "{d}");
 }
 
 #[test]
@@ -197,6 +213,7 @@ fn socat_drives_the_same_protocol() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(answers.len(), 3, "{text}");
+    answers.iter().for_each(assert_valid_result);
     let by_id = |id: i64| answers.iter().find(|a| a["id"] == id).cloned();
     assert_eq!(by_id(1).unwrap()["ok"], true);
     let run = by_id(2).unwrap();

@@ -89,3 +89,34 @@ fn a_session_budget_runs_out() {
     );
     assert_eq!(other["ok"], true, "{other}");
 }
+
+#[test]
+fn a_keyed_call_interrupted_by_a_crash_is_answered_cancelled_not_rerun() {
+    let fx = Fixture::new(&policy(""));
+    let key = format!("crash-{}", unique());
+    let marker = marker_seconds();
+    let req = json!({"id": "1", "tool": "run_shell", "idempotency_key": key,
+                     "args": {"command": format!("echo run >> counter.txt; sleep {marker}")}});
+    {
+        let mut d = fx.start(&[]);
+        let mut c = fx.connect();
+        c.send(&req);
+        wait_until("the command runs", || !pids_with(&marker).is_empty());
+        d.signal(nix::sys::signal::Signal::SIGKILL);
+        d.wait();
+        wait_until("the command died with the daemon", || {
+            pids_with(&marker).is_empty()
+        });
+    }
+    assert_eq!(count(&fx), 1);
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    let after = c.call(&req);
+    assert_eq!(after["duplicate"], true, "{after}");
+    assert_eq!(error_type(&after), "CANCELLED", "{after}");
+    assert!(
+        pids_with(&marker).is_empty(),
+        "the interrupted call ran again"
+    );
+    assert_eq!(count(&fx), 1, "the interrupted call ran again");
+}

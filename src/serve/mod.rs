@@ -5,6 +5,7 @@
 //! happens when a client or the daemon goes away. Policy, sandbox, limits,
 //! idempotency, budgets and traces are the service's, shared with the CLI.
 
+mod reaper;
 mod server;
 mod socket;
 #[cfg(test)]
@@ -66,6 +67,10 @@ pub struct ServeOptions {
     /// cancelled.
     #[arg(long, default_value_t = 10_000)]
     pub grace_ms: u64,
+    /// Internal: run as the reaper of the daemon with this pid (see
+    /// `reaper`); started by the daemon itself.
+    #[arg(long, hide = true)]
+    pub reap_for: Option<u32>,
 }
 
 /// Why the daemon could not start (exit status 125).
@@ -98,6 +103,9 @@ impl ServeError {
 /// status (0 after a clean shutdown, 125 when it could not start).
 pub fn main(opts: ServeOptions) -> i32 {
     init_logging();
+    if let Some(pid) = opts.reap_for {
+        return reaper::run(pid);
+    }
     match run_serve(opts) {
         Ok(()) => 0,
         Err(e) => {
@@ -174,14 +182,6 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
         allowed_uids: allowed,
         limits,
     };
-    tracing::info!(
-        socket = %opts.socket.display(),
-        policy = %policy_name,
-        policy_sha256 = %policy_hash,
-        max_concurrent,
-        queue = opts.queue,
-        "serving"
-    );
     let result = runtime.block_on(async {
         // Signal handlers first: once the socket accepts, a SIGTERM must
         // mean a clean shutdown, never the default instant death.
@@ -194,16 +194,26 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
                 what: "registering the listener",
                 source,
             })?;
+        let reaper = reaper::spawn(&opts);
+        tracing::info!(
+            socket = %opts.socket.display(),
+            policy = %policy_name,
+            policy_sha256 = %policy_hash,
+            max_concurrent,
+            queue = opts.queue,
+            "serving"
+        );
         serve(listener, service.clone(), cfg, shutdown, || {
             guard.remove_file()
         })
         .await;
-        Ok::<(), ServeError>(())
+        Ok::<_, ServeError>(reaper)
     });
     runtime.shutdown_timeout(Duration::from_secs(5));
     // Dropping the service closes the store, which checkpoints its journal.
     drop(service);
-    result
+    // Last: the reaper sweeps once it sees this end of its pipe close.
+    result.map(drop)
 }
 
 fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {

@@ -109,7 +109,10 @@ pub fn own_children() -> Vec<(i32, char)> {
     let mut out = Vec::new();
     for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        for pid in text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        for pid in text
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             let state = stat
                 .rfind(')')

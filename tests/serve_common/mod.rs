@@ -205,6 +205,19 @@ impl Drop for Daemon {
     }
 }
 
+/// Every answer the daemon sends must match the published ToolResult schema.
+pub fn assert_valid_result(v: &Value) {
+    static V: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let validator = V.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/tool-result.schema.json");
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        jsonschema::validator_for(&schema).unwrap()
+    });
+    if let Err(e) = validator.validate(v) {
+        panic!("answer does not match docs/tool-result.schema.json: {e}\n{v}");
+    }
+}
+
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
@@ -235,18 +248,9 @@ impl Client {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).unwrap();
         assert!(n > 0, "connection closed while a response was expected");
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// Ok(None) on EOF.
-    pub fn try_recv(&mut self) -> std::io::Result<Option<Value>> {
-        let mut line = String::new();
-        let n = self.reader.read_line(&mut line)?;
-        Ok(if n == 0 {
-            None
-        } else {
-            Some(serde_json::from_str(&line).unwrap())
-        })
+        let v = serde_json::from_str(&line).unwrap();
+        assert_valid_result(&v);
+        v
     }
 
     pub fn call(&mut self, v: &Value) -> Value {
