@@ -72,6 +72,9 @@ const CANCEL_POLL: Duration = Duration::from_millis(20);
 const DEATH_WAIT: Duration = Duration::from_secs(5);
 /// Upper bound on rounds of the orphan sweep (tree depth, fork races).
 const SWEEP_ROUNDS: usize = 1000;
+/// Extra sweep rounds (1 ms apart) while an adopted child's environment
+/// is unreadable, which is how a process in the middle of `execve` looks.
+const UNSURE_RETRIES: u32 = 20;
 
 #[derive(Debug)]
 struct CancelInner {
@@ -731,17 +734,30 @@ fn adopted(list: &mut Vec<i32>, text: &mut String) {
     }
 }
 
-/// Whether `pid`'s environment holds exactly the entry `marker`.
-fn has_marker(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> bool {
+/// Who a process's environment says it belongs to.
+enum Owner {
+    ThisRun,
+    Other,
+    /// Empty or unreadable: a zombie, a process in the middle of `execve`
+    /// (reading through the old, released mm yields nothing), or one
+    /// that runs with an empty environment.
+    Unknown,
+}
+
+fn owner(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> Owner {
     buf.clear();
     let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
-        return false;
+        return Owner::Unknown;
     };
     // Bounded: a hostile process can make its environment huge.
-    if f.take(1 << 20).read_to_end(buf).is_err() {
-        return false;
+    if f.take(1 << 20).read_to_end(buf).is_err() || buf.is_empty() {
+        return Owner::Unknown;
     }
-    buf.split(|b| *b == 0).any(|e| e == marker)
+    if buf.split(|b| *b == 0).any(|e| e == marker) {
+        Owner::ThisRun
+    } else {
+        Owner::Other
+    }
 }
 
 struct StatFields {
@@ -783,30 +799,49 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
     let mut text = String::new();
     let mut env = Vec::new();
     let mut killed = Vec::new();
+    let mut unsure_rounds = 0;
     let end = Instant::now() + DEATH_WAIT;
     for _ in 0..SWEEP_ROUNDS {
         adopted(&mut kids, &mut text);
         let live = live_main().clone();
         killed.clear();
+        let mut unsure = false;
         for &pid in &kids {
             if pid == main_pid || live.contains(&pid) {
                 continue;
             }
-            if has_marker(pid, marker, &mut env) {
-                // SAFETY: kill on our own unreaped child: its pid is not
-                // reused before we reap it.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                killed.push(pid);
-            } else if let Some(st) = stat_fields(pid)
-                && st.zombie
-                && (st.pgrp == main_pid || st.sid == main_pid)
-            {
-                // A zombie of this run that died by itself: its environ is
-                // gone, but its session is still our main child's.
-                reap_pid(pid);
+            match owner(pid, marker, &mut env) {
+                Owner::ThisRun => {
+                    // SAFETY: kill on our own unreaped child: its pid is
+                    // not reused before we reap it.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    killed.push(pid);
+                }
+                Owner::Other => {}
+                Owner::Unknown => match stat_fields(pid) {
+                    Some(st) if st.zombie => {
+                        // Died by itself: attributable only while its
+                        // session or group is still our main child's.
+                        if st.pgrp == main_pid || st.sid == main_pid {
+                            reap_pid(pid);
+                        }
+                    }
+                    Some(_) => unsure = true,
+                    None => {}
+                },
             }
         }
-        if killed.is_empty() || Instant::now() >= end {
+        if Instant::now() >= end {
+            break;
+        }
+        if killed.is_empty() {
+            // A process caught mid-exec shows an empty environment for a
+            // moment: look again before calling the sweep done.
+            if unsure && unsure_rounds < UNSURE_RETRIES {
+                unsure_rounds += 1;
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
             break;
         }
         for &pid in &killed {

@@ -651,3 +651,50 @@ fn program_names_resolving_into_the_root_do_not_match_allow_rules() {
         .unwrap();
     assert_eq!((d.verdict, d.rule.as_str()), (A, "cat"));
 }
+
+/// A program given by path matches a name rule only when the bare name
+/// resolves to exactly that path; a copy elsewhere is just a file.
+#[test]
+fn program_paths_match_rules_only_where_the_name_resolves() {
+    let fx = fixture();
+    let policy = code_policy();
+    let ctx = Context {
+        root: &fx.root,
+        cwd: &fx.root,
+    };
+    let decide = |c: &str| policy.decide(&CommandSpec::Shell(c.into()), &ctx).unwrap();
+    let ls = agent_exec::policy::resolve_program("ls", &policy.env.path).expect("ls on PATH");
+    let d = decide(&format!("{} -la", ls.display()));
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (A, "read-tools"),
+        "{}",
+        d.reason
+    );
+
+    std::fs::copy(&ls, fx.root.join("ls")).unwrap();
+    let d = decide("./ls -la");
+    assert_eq!((d.verdict, d.rule.as_str()), (R, "default"), "{}", d.reason);
+    let d = decide(&format!("{}/ls", fx.root.display()));
+    assert_eq!((d.verdict, d.rule.as_str()), (R, "default"), "{}", d.reason);
+
+    std::fs::copy(&ls, fx.outside.join("ls")).unwrap();
+    let d = decide(&format!("{}/ls", fx.outside.display()));
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (D, "builtin:path-escape"),
+        "{}",
+        d.reason
+    );
+
+    // Refusals match by the last component wherever the file is.
+    let d = decide("./ncat -l 8080");
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (D, "network-tools"),
+        "{}",
+        d.reason
+    );
+    let d = decide("/usr/local/bin/sudo ls");
+    assert_eq!(d.verdict, D);
+}

@@ -233,3 +233,78 @@ fn secrets_in_the_environment_and_arguments_never_reach_a_trace() {
         }
     }
 }
+
+#[test]
+fn lenient_replay_runs_reads_but_writes_only_when_allowed() {
+    let root = project();
+    let traces = tempfile::tempdir().unwrap();
+    let rec = traces.path().join("rec.jsonl");
+    let rec_s = rec.to_str().unwrap();
+    std::fs::write(root.path().join("seen.txt"), "visible\n").unwrap();
+    run(root.path(), &["--record", rec_s], "ls", &[]);
+    let counter = root.path().join("counter");
+
+    let lenient = ["--replay", rec_s, "--replay-mode", "lenient"];
+    let (_, read) = run(root.path(), &lenient, "cat seen.txt", &[]);
+    assert_eq!(read["ok"], true, "{read}");
+    assert_eq!(
+        read["stdout"], "visible\n",
+        "an unrecorded read-only call runs for real"
+    );
+
+    let (_, write) = run(root.path(), &lenient, "echo y >> counter", &[]);
+    assert_eq!(write["error_type"], "UNRECORDED_CALL", "{write}");
+    assert!(
+        !counter.exists(),
+        "a mutating call ran without --allow-live-writes"
+    );
+
+    let live = [
+        "--replay",
+        rec_s,
+        "--replay-mode",
+        "lenient",
+        "--allow-live-writes",
+    ];
+    let (_, written) = run(root.path(), &live, "echo y >> counter", &[]);
+    assert_eq!(written["ok"], true, "{written}");
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), "y\n");
+}
+
+#[test]
+fn audit_reports_a_trace_cut_mid_line_by_line_number() {
+    let root = project();
+    let traces = tempfile::tempdir().unwrap();
+    let trace = traces.path().join("t.jsonl");
+    let t = trace.to_str().unwrap();
+    run(root.path(), &["--trace", t], "ls", &[]);
+    let clean = Command::new(BIN).args(["audit", t]).output().unwrap();
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+
+    // Simulate a crash while the result line was being written.
+    let bytes = std::fs::read(&trace).unwrap();
+    std::fs::write(&trace, &bytes[..bytes.len() - 20]).unwrap();
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    let out = Command::new(BIN)
+        .args(["audit", "--json", t])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<(&str, u64)> = report["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["kind"].as_str().unwrap(), i["line"].as_u64().unwrap_or(0)))
+        .collect();
+    assert!(
+        kinds.contains(&("truncated_line", lines as u64)),
+        "{report}"
+    );
+    assert!(kinds.iter().any(|(k, _)| *k == "orphan_call"), "{report}");
+}

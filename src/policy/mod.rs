@@ -14,6 +14,7 @@ mod load;
 mod paths;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
+pub use load::EXAMPLE_ROOT;
 pub use paths::resolve_program;
 
 /// The three outcomes. Ordered so that `max` gives the strictest: any deny

@@ -67,6 +67,19 @@ pub struct ServeOptions {
     /// cancelled.
     #[arg(long, default_value_t = 10_000)]
     pub grace_ms: u64,
+    /// Session traces keep full (redacted) arguments and results, so a
+    /// session can be replayed later.
+    #[arg(long)]
+    pub record: bool,
+    /// Answer calls from this recorded trace instead of running them.
+    #[arg(long, value_name = "TRACE")]
+    pub replay: Option<PathBuf>,
+    /// strict: an unrecorded call answers UNRECORDED_CALL; lenient: it runs.
+    #[arg(long, default_value = "strict", value_parser = ["strict", "lenient"], requires = "replay")]
+    pub replay_mode: String,
+    /// In lenient replay, let unrecorded mutating calls run for real.
+    #[arg(long, requires = "replay")]
+    pub allow_live_writes: bool,
     /// Internal: run as the reaper of the daemon with this pid (see
     /// `reaper`); started by the daemon itself.
     #[arg(long, hide = true)]
@@ -89,6 +102,8 @@ pub enum ServeError {
         what: &'static str,
         source: std::io::Error,
     },
+    #[error("trace {path}: {reason}")]
+    Trace { path: PathBuf, reason: String },
     #[error("--max-concurrent must be at least 1")]
     NoSlots,
 }
@@ -162,8 +177,8 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
     // The service opens the state store: an unusable state directory stops
     // the start here, before the socket exists.
     let service = Arc::new(crate::service::Service::new(service_config(
-        policy, root, state_dir,
-    ))?);
+        policy, root, state_dir, &opts,
+    )?)?);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -239,18 +254,49 @@ fn service_config(
     policy: crate::policy::Policy,
     root: PathBuf,
     state_dir: PathBuf,
-) -> crate::service::ServiceConfig {
+    opts: &ServeOptions,
+) -> Result<crate::service::ServiceConfig, ServeError> {
     let mut cfg = crate::service::ServiceConfig::new(policy, root);
     // One trace per session, rotated by size, next to the durable state.
+    // Evidence is part of the contract: no traces, no daemon.
     let header = crate::service::trace_header(&cfg.policy);
-    let opts = crate::service::trace_options(&cfg.policy, false, Some(TRACE_ROTATE_BYTES));
-    match crate::trace::TraceDir::open(&state_dir.join("traces"), header, opts) {
-        Ok(dir) => cfg.trace_dir = Some(dir),
-        Err(e) => tracing::error!(error = %e, "session traces are off"),
+    let trace_opts =
+        crate::service::trace_options(&cfg.policy, opts.record, Some(TRACE_ROTATE_BYTES));
+    let traces = state_dir.join("traces");
+    cfg.trace_dir = Some(
+        crate::trace::TraceDir::open(&traces, header, trace_opts).map_err(|e| {
+            ServeError::Trace {
+                path: traces.clone(),
+                reason: e.to_string(),
+            }
+        })?,
+    );
+    if let Some(path) = &opts.replay {
+        let lenient = opts.replay_mode == "lenient";
+        let mode = if lenient {
+            crate::trace::ReplayMode::Lenient
+        } else {
+            crate::trace::ReplayMode::Strict
+        };
+        let replayer = crate::trace::Replayer::load(
+            path,
+            mode,
+            &cfg.policy.sha256,
+            &crate::service::tool_schema_sha256(),
+        )
+        .map_err(|e| ServeError::Trace {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        cfg.replay = Some(crate::service::Replay {
+            replayer,
+            lenient,
+            allow_live_writes: opts.allow_live_writes,
+        });
     }
     cfg.state_dir = Some(state_dir);
     cfg.require_idempotency = true;
-    cfg
+    Ok(cfg)
 }
 
 /// Size at which a session's trace starts a new file.
