@@ -175,12 +175,13 @@ def client_table(out, files):
                     fmt_ms(d["median_ms"]),
                     fmt_ms(d["p99_ms"]),
                     "",
+                    "",
                     r["failures"],
                 ]
             )
             if "bare" in r:
                 b = r["bare"]
-                rows.append(["bare spawn (interleaved)", fmt_ms(b["median_ms"]), fmt_ms(b["p99_ms"]), "", 0])
+                rows.append(["bare spawn (interleaved)", fmt_ms(b["median_ms"]), fmt_ms(b["p99_ms"]), "", "", 0])
                 rows.append(
                     [
                         "daemon cost over bare spawn",
@@ -188,15 +189,30 @@ def client_table(out, files):
                         "",
                         "",
                         "",
+                        "",
                     ]
                 )
         else:
             lat = r["latency"]
-            label = f"{r['mode']}, {r['clients']} clients"
-            rows.append(
-                [label, fmt_ms(lat["median_ms"]), fmt_ms(lat["p99_ms"]), f"{r['runs_per_s']:.0f}", r["failures"]]
+            what = "daemon" if r["mode"] == "load" else "bare spawn, same client"
+            base = next(
+                (b for b in results if b.get("mode") == "spawn" and b.get("clients") == r["clients"]),
+                None,
             )
-    print(table(["what", "median ms", "p99 ms", "runs/s", "failures"], rows))
+            vs = ""
+            if r["mode"] == "load" and base:
+                vs = f"{r['runs_per_s'] / base['runs_per_s']:.2f}x runs/s"
+            rows.append(
+                [
+                    f"{what}, {r['clients']} clients",
+                    fmt_ms(lat["median_ms"]),
+                    fmt_ms(lat["p99_ms"]),
+                    f"{r['runs_per_s']:.0f}",
+                    vs,
+                    r["failures"],
+                ]
+            )
+    print(table(["what", "median ms", "p99 ms", "runs/s", "vs bare", "failures"], rows))
 
 
 # ---------------------------------------------------------------------------

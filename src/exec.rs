@@ -819,13 +819,12 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
                 }
                 Owner::Other => {}
                 Owner::Unknown => match stat_fields(pid) {
-                    Some(st) if st.zombie => {
-                        // Died by itself: attributable only while its
-                        // session or group is still our main child's.
-                        if st.pgrp == main_pid || st.sid == main_pid {
-                            reap_pid(pid);
-                        }
+                    // Died by itself: attributable only while its session
+                    // or group is still our main child's.
+                    Some(st) if st.zombie && (st.pgrp == main_pid || st.sid == main_pid) => {
+                        reap_pid(pid);
                     }
+                    Some(st) if st.zombie => {}
                     Some(_) => unsure = true,
                     None => {}
                 },
@@ -847,5 +846,42 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
         for &pid in &killed {
             reap_pid(pid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancel_wakes_the_eventfd() {
+        let token = CancelToken::new();
+        let fd = token.wake_fd().unwrap();
+        assert!(!wait_readable(fd, Duration::ZERO));
+        let other = token.clone();
+        std::thread::spawn(move || other.cancel()).join().unwrap();
+        assert!(token.is_cancelled());
+        assert!(wait_readable(fd, Duration::ZERO));
+    }
+
+    #[test]
+    fn stat_fields_reads_our_own_process() {
+        let st = stat_fields(std::process::id() as i32).unwrap();
+        // SAFETY: getppid/getpgrp/getsid have no preconditions.
+        let (ppid, pgrp, sid) = unsafe { (libc::getppid(), libc::getpgrp(), libc::getsid(0)) };
+        assert!(!st.zombie);
+        assert_eq!((st.ppid, st.pgrp, st.sid), (ppid, pgrp, sid));
+    }
+
+    #[test]
+    fn owner_tells_runs_apart() {
+        let me = std::process::id() as i32;
+        let mut buf = Vec::new();
+        // Our own environment has no run marker: never attributed.
+        assert!(matches!(
+            owner(me, b"AGENT_EXEC_RUN_ID=none", &mut buf),
+            Owner::Other
+        ));
+        assert!(matches!(owner(-1, b"x", &mut buf), Owner::Unknown));
     }
 }

@@ -233,8 +233,11 @@ struct WordBuf {
     subs: Vec<Script>,
     /// An unquoted `[` was seen; a later unquoted `]` makes a glob.
     bracket: bool,
-    /// Unquoted `{` not yet closed, and whether a `,` or `..` followed one.
-    braces: u32,
+    /// An unquoted `{` was seen, and then an unquoted `,` or `..`: a later
+    /// unquoted `}` makes a brace expansion. Deliberately looser than bash's
+    /// matching (bash keeps looking past a `}` that closes no list, as in
+    /// `{a}b,c}`), so an expansion is never missed.
+    brace_open: bool,
     brace_sep: bool,
 }
 
@@ -729,7 +732,7 @@ impl Lexer<'_> {
     fn arith_command(&mut self, b: &mut Builder, p: usize) -> Result<(), ParseError> {
         self.unsupported(b, "((", p, p + 2);
         let mut w = WordBuf::default();
-        self.arithmetic(&mut w, p, p + 2)?;
+        self.arithmetic(&mut w, p, p + 2, false)?;
         w.value = self.src[p..self.pos].to_vec();
         let word = self.finish_word(w, p);
         b.cur.touch(word.span);
@@ -1078,13 +1081,10 @@ impl Lexer<'_> {
                         b'*' | b'?' => w.features.glob = true,
                         b'[' => w.bracket = true,
                         b']' if w.bracket => w.features.glob = true,
-                        b'{' => w.braces += 1,
-                        b',' if w.braces > 0 => w.brace_sep = true,
-                        b'.' if w.braces > 0 && self.at(p + 1) == Some(b'.') => w.brace_sep = true,
-                        b'}' if w.braces > 0 => {
-                            w.braces -= 1;
-                            w.features.brace |= w.brace_sep;
-                        }
+                        b'{' => w.brace_open = true,
+                        b',' if w.brace_open => w.brace_sep = true,
+                        b'.' if w.brace_open && self.at(p + 1) == Some(b'.') => w.brace_sep = true,
+                        b'}' if w.brace_sep => w.features.brace = true,
                         // Also after a removed line continuation (`X=\<newline>~`),
                         // hence the value rather than the source byte.
                         b'~' if w.value.is_empty()
@@ -1143,7 +1143,13 @@ impl Lexer<'_> {
         match self.at(start + 1) {
             Some(b'(') if self.at(start + 2) == Some(b'(') => {
                 let mark = w.value.len();
-                self.arithmetic(w, start, start + 3)?;
+                self.arithmetic(w, start, start + 3, false)?;
+                w.value.truncate(mark);
+            }
+            Some(b'[') => {
+                // `$[...]`: bash's old spelling of `$((...))`.
+                let mark = w.value.len();
+                self.arithmetic(w, start, start + 2, true)?;
                 w.value.truncate(mark);
             }
             Some(b'(') => {
@@ -1197,17 +1203,38 @@ impl Lexer<'_> {
         Ok(())
     }
 
-    /// `$((...))` or `((...))` from `body` to the closing `))`.
-    fn arithmetic(&mut self, w: &mut WordBuf, start: usize, body: usize) -> Result<(), ParseError> {
+    /// `$((...))` or `((...))` from `body` to the closing `))`, or with
+    /// `bracket`, `$[...]` to the closing `]`.
+    fn arithmetic(
+        &mut self,
+        w: &mut WordBuf,
+        start: usize,
+        body: usize,
+        bracket: bool,
+    ) -> Result<(), ParseError> {
         self.enter(start)?;
         self.pos = body;
         let mut parens = 0usize;
+        let mut brackets = 0usize;
         loop {
             let Some(c) = self.peek() else {
                 return Err(self.unterminated("arithmetic expansion", start));
             };
             let p = self.pos;
             match c {
+                b'[' => {
+                    brackets += 1;
+                    self.pos += 1;
+                }
+                b']' if bracket && brackets == 0 => {
+                    self.pos += 1;
+                    break;
+                }
+                b']' => {
+                    brackets = brackets.saturating_sub(1);
+                    self.pos += 1;
+                }
+                b'(' | b')' if bracket => self.pos += 1,
                 b'(' => {
                     parens += 1;
                     self.pos += 1;

@@ -109,7 +109,8 @@ pub struct Service {
     trace_dir: Option<trace::TraceDir>,
     replay: Option<Replay>,
     base_env: BaseEnv,
-    shell: CString,
+    /// bash, for requests that need a shell; None when the host has none.
+    shell: Option<CString>,
     call_prefix: String,
     calls: AtomicU64,
 }
@@ -201,7 +202,10 @@ impl Service {
             trace_dir: cfg.trace_dir,
             replay: cfg.replay,
             base_env,
-            shell: c"/bin/sh".to_owned(),
+            shell: [c"/bin/bash", c"/usr/bin/bash"]
+                .into_iter()
+                .find(|p| Path::new(p.to_str().unwrap_or_default()).is_file())
+                .map(|p| p.to_owned()),
             call_prefix: format!("c{:x}{:x}", pid, unix_millis()),
             calls: AtomicU64::new(0),
         })
@@ -689,18 +693,46 @@ impl Service {
     ) -> Result<(CString, Vec<CString>), Box<ToolResult>> {
         let words: Vec<String> = match (&req.command, decision.needs_shell) {
             (CommandSpec::Shell(s), true) => {
+                let Some(shell) = &self.shell else {
+                    return Err(Box::new(ToolResult::refusal(
+                        "",
+                        ErrorType::SandboxUnavailable,
+                        "this command needs a shell and no bash was found (/bin/bash, /usr/bin/bash); send one plain command instead",
+                    )));
+                };
+                // bash, because the lexer and the policy read the request with
+                // bash's grammar; `-p` keeps BASH_ENV, ENV and exported
+                // functions from running anything before the checked string.
                 return Ok((
-                    self.shell.clone(),
-                    vec![c"sh".to_owned(), c"-c".to_owned(), cstring(s)?],
+                    shell.clone(),
+                    vec![
+                        c"bash".to_owned(),
+                        c"-p".to_owned(),
+                        c"-c".to_owned(),
+                        cstring(s)?,
+                    ],
                 ));
             }
-            (CommandSpec::Shell(s), false) => match shell_words::split(s) {
-                Ok(w) => w,
+            // The words exactly as the policy saw them: the same lexer, so
+            // what runs is what was checked.
+            (CommandSpec::Shell(s), false) => match crate::lexer::lex(s) {
+                Ok(script) if script.commands.len() == 1 => script.commands[0]
+                    .words
+                    .iter()
+                    .map(|w| w.value.clone())
+                    .collect(),
+                Ok(_) => {
+                    return Err(Box::new(ToolResult::refusal(
+                        "",
+                        ErrorType::InternalError,
+                        "the policy and the lexer disagree on this command's shape; nothing ran",
+                    )));
+                }
                 Err(e) => {
                     return Err(Box::new(ToolResult::refusal(
                         "",
                         ErrorType::ParseError,
-                        format!("cannot split the command: {e}"),
+                        format!("cannot parse the command: {e}"),
                     )));
                 }
             },

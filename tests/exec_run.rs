@@ -191,13 +191,15 @@ fn the_hard_limit_kills_a_child_writing_forever() {
 
 #[test]
 fn the_hard_limit_counts_both_streams() {
+    // Equal lines on both streams: neither reaches the limit alone before
+    // their sum does (the imbalance is bounded by one pipe's capacity).
     let m = marker();
-    let mut spec = sh("while :; do echo {m} >&2; echo x; done", &m);
-    spec.hard_limit_bytes = 200_000;
+    let mut spec = sh(&format!("while :; do echo {m}; echo {m} >&2; done"), &m);
+    spec.hard_limit_bytes = 1_000_000;
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.termination, Termination::OutputLimit);
-    assert!(out.stdout.bytes > 0 && out.stderr.bytes > 0);
-    assert!(out.stdout.bytes < 200_000 && out.stderr.bytes < 200_000);
+    assert!(out.stdout.bytes + out.stderr.bytes > 1_000_000);
+    assert!(out.stdout.bytes < 1_000_000 && out.stderr.bytes < 1_000_000);
     assert!(procs_with(&m).is_empty());
 }
 
@@ -394,4 +396,34 @@ fn concurrent_runs_leave_each_others_orphans_alone() {
     let out_b = b.join().unwrap();
     assert_eq!(out_b.termination, Termination::Exited(0));
     assert_eq!(out_b.stdout.text, "B-ok\n");
+}
+
+#[test]
+fn orphans_caught_mid_exec_are_still_killed() {
+    // The orphan is often in the middle of exec'ing `sleep` when the sweep
+    // reads its environment, which then reads as empty for a moment.
+    for _ in 0..40 {
+        let m = marker();
+        let out = run(
+            sh("(setsid sleep 300 >/dev/null 2>&1 &); echo a", &m),
+            &CancelToken::new(),
+        )
+        .unwrap();
+        assert_eq!(out.stdout.text, "a\n");
+        assert_eq!(procs_with(&m), Vec::<i32>::new());
+    }
+}
+
+#[test]
+fn the_hard_limit_stops_a_writer_that_left_the_session() {
+    let m = marker();
+    let mut spec = sh(
+        &format!("setsid sh -c 'while :; do echo {m}; done' & wait"),
+        &m,
+    );
+    spec.hard_limit_bytes = 100_000;
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::OutputLimit);
+    assert!(out.stdout.bytes > 100_000);
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
 }

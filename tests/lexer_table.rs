@@ -161,6 +161,7 @@ fn check(cases: &[(&str, &str)]) {
 #[test]
 fn errors() {
     check(&[
+        ("echo $[1", "ERR unterminated arithmetic expansion @5"),
         ("echo $\\\n(id)", "ERR unexpected \\<newline> @6"),
         ("echo \"$\\\n(id)\"", "ERR unexpected \\<newline> @7"),
         ("ls ; ; pwd", "ERR unexpected ; @5"),
@@ -470,6 +471,15 @@ fn redirections() {
 #[test]
 fn expansions() {
     check(&[
+        (
+            "echo $[1+2] $[a[1]*(2)]",
+            "echo $[1+2]@a $[a[1]*(2)]@a [sh]",
+        ),
+        ("echo $[$(id)]", "echo $[$(id)]@ca{id} [sh]"),
+        // Bash expands this one to `a}b c`.
+        ("echo {a}b,c}", "echo {a}b,c}@b [sh]"),
+        ("echo {'a,b'}a,b}", "echo {a,b}a,b}@qb [sh]"),
+        ("echo {a\\,b} \\{a,b}", "echo {a,b}@q {a,b}@q"),
         ("X=\\\n~/bin ls", "%X=~/bin@t ls [sh]"),
         ("echo $\"hello $USER\"", "echo «hello $USER»@qv [sh]"),
         ("echo $HOME/x", "echo $HOME/x@v [sh]"),

@@ -334,6 +334,15 @@ fn the_child_is_unprivileged() {
             .all(|u| u == NOBODY.to_string())
     );
     assert_eq!(field("Groups"), "");
+    // Nothing of the supervisor's signal state leaks into the program.
+    assert_eq!(field("SigIgn"), "0000000000000000");
+    assert_eq!(field("SigBlk"), "0000000000000000");
+    let o = run(&sb, &r.path, &["/bin/sh", "-c", "yes | head -n 1"]);
+    assert_eq!(
+        (o.code, o.stdout.as_str(), o.stderr.as_str()),
+        (Some(0), "y\n", ""),
+        "{o:?}"
+    );
 
     // allow_root_child keeps uid 0 with no capability at all.
     let cfg = SandboxPolicy {

@@ -236,10 +236,14 @@ pub unsafe fn apply_in_child(plan: &Plan, extra: &[(i32, u64)]) -> Result<(), (S
         }
         // After fork, "/proc/self" resolves to this child's own pid dir,
         // which stays the same process across exec.
-        let me = libc::open(
+        // Raw syscalls, not libc's cancellable wrappers: the child shares
+        // the parent's memory (see `crate::spawn`).
+        let me = libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
             c"/proc/self".as_ptr(),
             libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
-        );
+        ) as libc::c_int;
         if me < 0 {
             return Err((Step::ProcSelf, errno()));
         }
@@ -259,8 +263,8 @@ pub unsafe fn apply_in_child(plan: &Plan, extra: &[(i32, u64)]) -> Result<(), (S
         if libc::syscall(libc::SYS_landlock_restrict_self, rs, 0u32) < 0 {
             return Err((Step::LandlockRestrict, errno()));
         }
-        libc::close(me);
-        libc::close(rs);
+        libc::syscall(libc::SYS_close, me);
+        libc::syscall(libc::SYS_close, rs);
     }
     Ok(())
 }
@@ -269,7 +273,8 @@ pub unsafe fn apply_in_child(plan: &Plan, extra: &[(i32, u64)]) -> Result<(), (S
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Step {
-    Setsid = 1,
+    Signals = 1,
+    Setsid,
     ParentDeath,
     Stdio,
     CloseFds,
@@ -295,6 +300,7 @@ pub enum Step {
 impl Step {
     pub fn name(self) -> &'static str {
         match self {
+            Step::Signals => "signals",
             Step::Setsid => "setsid",
             Step::ParentDeath => "parent_death_signal",
             Step::Stdio => "stdio",
@@ -320,7 +326,8 @@ impl Step {
     }
 
     pub fn from_u32(v: u32) -> Option<Step> {
-        const ALL: [Step; 21] = [
+        const ALL: [Step; 22] = [
+            Step::Signals,
             Step::Setsid,
             Step::ParentDeath,
             Step::Stdio,
