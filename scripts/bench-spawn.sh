@@ -74,6 +74,10 @@ FIREJAIL="firejail --quiet --noprofile --net=none"
 NSJ="$NSJAIL -Mo --really_quiet --user 65534 --group 65534 --chroot /"
 
 args=(-- "bare" "$TRUE_BIN" "agent-exec CLI" "$AEC -- $TRUE_ARG")
+# Breakdown row: the same binary up to the decision (startup, policy load,
+# decide), running nothing, so the CLI row splits into "before the sandbox"
+# and "sandbox, spawn, result".
+args+=("agent-exec check (no run)" "$AE check --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
 [ -n "$DAEMON_PID" ] &&
   args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET --command $TRUE_ARG")
 [ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $TRUE_BIN")

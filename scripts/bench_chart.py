@@ -58,7 +58,8 @@ def main():
             machine = json.load(f)
 
     plt = load_matplotlib()
-    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 1.2 + 0.55 * sum(len(g["commands"]) for g in groups) + 0.6 * len(groups)))
+    rows = sum(len(g["commands"]) for g in groups)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 1.2 + 0.55 * rows + 0.6 * len(groups)))
     if len(groups) == 1:
         axes = [axes]
     for ax, g in zip(axes, groups):
@@ -69,6 +70,9 @@ def main():
         for c in cmds:
             if c["name"] == g["baseline"]:
                 colors.append("#9e9e9e")
+            elif "no run" in c["name"]:
+                # A breakdown row (policy and decision only), not a sandbox.
+                colors.append("#a5d6a7")
             elif c["name"].startswith("agent-exec"):
                 colors.append("#2e7d32")
             else:

@@ -12,6 +12,7 @@ because on a small shared machine only same-run ratios are comparable.
   policy-copy SRC DST TABLE.KEY=VALUE..     copy a policy, overriding keys
   output ...                                1 GB drain and hard-cap stop
   timeout ...                               timeout precision and survivors
+  report DIR                                targets: met / missed, from DIR
 """
 
 import argparse
@@ -540,6 +541,81 @@ def timeout_bench(a):
     return 0 if survivors_total == 0 and bad == 0 else 1
 
 
+# ---------------------------------------------------------------------------
+# targets
+
+
+def load_opt(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def criterion_median_us(crit_dir, group, name):
+    est = load_opt(os.path.join(crit_dir, group, name, "new", "estimates.json"))
+    if not est:
+        return None
+    return est["median"]["point_estimate"] / 1000.0
+
+
+def report(bench_dir, crit_dir):
+    """The issue's targets against the latest numbers; missing data is said."""
+    rows = []
+
+    def add(what, value, target, met, unit=""):
+        if value is None:
+            rows.append([what, "not measured", target, "n/a"])
+        else:
+            shown = f"{value:.3g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+            rows.append([what, shown, target, "met" if met else "**missed**"])
+
+    spawn = load_opt(os.path.join(bench_dir, "spawn-true.json"))
+    by = {c["name"]: c for c in spawn["commands"]} if spawn else {}
+    cli = by.get("agent-exec CLI")
+    bw = by.get("bwrap --unshare-all")
+    add("CLI `true` / bare `true` (median ratio)", cli and cli["ratio"], "<= 3x", bool(cli and cli["ratio"] <= 3), "x")
+    if cli and bw:
+        speed = statistics.fmean(b / c for b, c in zip(bw["pass_median_ms"], cli["pass_median_ms"]))
+    else:
+        speed = None
+    add("bwrap --unshare-all / CLI (how much faster)", speed, ">= 2.5x", bool(speed and speed >= 2.5), "x")
+
+    seq = load_opt(os.path.join(bench_dir, "spawn-daemon-seq.json"))
+    ov = seq and seq.get("overhead_median_ms")
+    add("daemon per-run cost over a bare spawn (median)", ov, "<= 0.3 ms", bool(ov is not None and ov <= 0.3), " ms")
+
+    daemon = load_opt(os.path.join(bench_dir, "daemon.json")) or []
+    d32 = next((r for r in daemon if r.get("mode") == "load" and r.get("clients") == 32), None)
+    add("daemon runs/s at 32 clients", d32 and round(d32["runs_per_s"]), ">= 1500/s", bool(d32 and d32["runs_per_s"] >= 1500))
+    add("daemon p99 at 32 clients", d32 and d32["latency"]["p99_ms"], "<= 15 ms", bool(d32 and d32["latency"]["p99_ms"] <= 15), " ms")
+
+    for name, label, limit in [
+        ("git_status_3tok", "decision, `git status --short`", 5),
+        ("cargo_test_5tok", "decision, 5-token command", 5),
+        ("pipeline_40tok", "decision, 40-token pipeline", 30),
+    ]:
+        v = criterion_median_us(crit_dir, "decide", name)
+        add(label, v, f"<= {limit} us", bool(v is not None and v <= limit), " us")
+
+    out = load_opt(os.path.join(bench_dir, "output.json"))
+    rss = out and out.get("agent_peak_rss_mib")
+    add("1 GB: supervisor peak RSS", rss, "<= 16 MiB", bool(rss is not None and rss <= 16), " MiB")
+    wr = out and out.get("wall_ratio")
+    add("1 GB: wall vs bare `head \\| cat`", wr, "<= 1.1x", bool(wr is not None and wr <= 1.1), "x")
+    cap = out and out.get("cap")
+    st = cap and cap.get("stop_ms")
+    add("hard cap: stop after crossing", st, "<= 10 ms", bool(st is not None and st <= 10), " ms")
+
+    to = load_opt(os.path.join(bench_dir, "timeout.json"))
+    late = to and to.get("late_median_ms")
+    add("timeout: result after the deadline (median)", late, "<= 50 ms", bool(late is not None and late <= 50), " ms")
+    surv = to and to.get("survivors")
+    add("timeout: surviving processes", surv, "0", surv == 0)
+    print(table(["target", "measured", "wanted", "verdict"], rows))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -575,6 +651,9 @@ def main():
     t.add_argument("--python", default="python3")
     t.add_argument("--true", default="true")
     t.add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("bench_dir")
+    r.add_argument("--criterion", default="target/criterion")
     a = ap.parse_args()
     if a.cmd == "machine":
         print(json.dumps(machine(), indent=2))
@@ -588,6 +667,8 @@ def main():
         return output(a)
     elif a.cmd == "timeout":
         return timeout_bench(a)
+    elif a.cmd == "report":
+        report(a.bench_dir, a.criterion)
     return 0
 
 

@@ -37,8 +37,12 @@
 //!   group are reaped.)
 //! - The tree is not frozen: a process forking as fast as we kill is only
 //!   bounded by `SWEEP_ROUNDS` and `DEATH_WAIT`.
-//! - Once the process is a subreaper, orphans of cgroup runs come to it
-//!   too; they are swept the same way before the cgroup kill.
+//! - The supervisor is a subreaper with a cgroup too: orphans of cgroup
+//!   runs are swept the same way before the cgroup kill, and what the
+//!   cgroup kill leaves dead is reaped after it, so no zombie of a run is
+//!   left for init (where it would still count against the child user's
+//!   RLIMIT_NPROC). Live orphans of other code in the process (not runs)
+//!   are adopted as well and never killed here.
 //!
 //! Writing stdin relies on SIGPIPE being ignored (the Rust runtime does so
 //! in every Rust binary), so a child that closes its stdin shows up as
@@ -454,10 +458,10 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
     spec.child.stdin_pipe = spec.stdin.is_some();
 
     let sandbox: Option<Arc<RunSandbox>> = spec.child.sandbox.clone();
-    let has_cgroup = sandbox.as_ref().is_some_and(|s| s.is_empty().is_some());
-    if !has_cgroup {
-        ensure_subreaper();
-    }
+    // Also with a cgroup: what the cgroup kills after its parent died must
+    // be reaped by us, not left as a zombie for init, where it would still
+    // count against the child user's RLIMIT_NPROC in the next run.
+    ensure_subreaper();
 
     let spawned = crate::spawn::spawn(&spec.child)?;
     live_main().push(spawned.pid);
@@ -699,6 +703,28 @@ fn kill_everything(main: &MainChild) {
             }
             round += 1;
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if round > 0 {
+            reap_adopted_zombies(main.pid);
+        }
+    }
+}
+
+/// Reaps the dead orphans the cgroup kill left with us. Their environment
+/// is gone, so they cannot be attributed to a run; reaping any adopted
+/// zombie is safe all the same, because nobody else waits for an orphan.
+/// Main children of runs in flight are skipped: their runs reap them.
+fn reap_adopted_zombies(main_pid: i32) {
+    let mut kids = Vec::new();
+    let mut text = String::new();
+    adopted(&mut kids, &mut text);
+    let live = live_main().clone();
+    for pid in kids {
+        if pid == main_pid || live.contains(&pid) {
+            continue;
+        }
+        if stat_fields(pid).is_some_and(|st| st.zombie) {
+            reap_pid(pid);
         }
     }
 }

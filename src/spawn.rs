@@ -249,7 +249,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<Spawned, SpawnError> {
 
 /// Reports (step, errno) on the status pipe and exits without running
 /// anything.
-unsafe fn fail(plan: &Plan<'_>, step: Step) -> ! {
+unsafe fn fail(err_fd: libc::c_int, step: Step) -> ! {
     // SAFETY: errno location is valid for this thread; write/_exit are raw.
     unsafe {
         let errno = *libc::__errno_location();
@@ -258,7 +258,7 @@ unsafe fn fail(plan: &Plan<'_>, step: Step) -> ! {
         let e = errno.to_ne_bytes();
         msg[..4].copy_from_slice(&s);
         msg[4..].copy_from_slice(&e);
-        libc::syscall(libc::SYS_write, plan.err_fd, msg.as_ptr(), msg.len());
+        libc::syscall(libc::SYS_write, err_fd, msg.as_ptr(), msg.len());
         libc::_exit(127)
     }
 }
@@ -267,10 +267,13 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
     // SAFETY: every call below is a raw syscall on data the parent prepared
     // before clone; nothing allocates or takes a lock.
     unsafe {
+        // Declared before the macro so the macro's (hygienic) reference is
+        // this binding, which the stdio step below may move.
+        let mut err_fd = plan.err_fd;
         macro_rules! check {
             ($e:expr, $step:expr) => {
                 if ($e) < 0 {
-                    fail(plan, $step);
+                    fail(err_fd, $step);
                 }
             };
         }
@@ -331,7 +334,6 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
         // Move any source fd out of 0..=2 first so no dup2 clobbers another
         // source (possible when the supervisor runs with stdio closed).
         let mut stdio = plan.stdio;
-        let mut err_fd = plan.err_fd;
         for fd in stdio.iter_mut().chain(std::iter::once(&mut err_fd)) {
             if *fd < 3 {
                 let moved = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
@@ -339,7 +341,6 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
                 *fd = moved;
             }
         }
-        let plan = &Plan { err_fd, ..*plan };
         for (target, fd) in stdio.iter().enumerate() {
             check!(libc::dup2(*fd, target as libc::c_int), Step::Stdio);
         }
@@ -357,7 +358,7 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
         if let Some(sb) = plan.sandbox {
             for fd in sb.cgroup_fds() {
                 if libc::syscall(libc::SYS_write, fd, b"0".as_ptr(), 1usize) != 1 {
-                    fail(plan, Step::CgroupJoin);
+                    fail(err_fd, Step::CgroupJoin);
                 }
             }
             for (res, value) in &sb.shared.rlimits {
@@ -469,7 +470,7 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
                 && let Err((step, errno)) = landlock::apply_in_child(ll, &plan.run_rules)
             {
                 *libc::__errno_location() = errno;
-                fail(plan, step);
+                fail(err_fd, step);
             }
             if let Some(fprog) = &plan.fprog {
                 check!(
@@ -486,7 +487,7 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
             check!(libc::chdir(plan.cwd), Step::Chdir);
         }
         libc::execve(plan.program, plan.argv, plan.envp);
-        fail(plan, Step::Exec)
+        fail(err_fd, Step::Exec)
     }
 }
 

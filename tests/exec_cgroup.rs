@@ -1,6 +1,6 @@
-//! Runs inside a real sandbox with a run cgroup: the cgroup, not the
-//! subreaper fallback, kills what escaped the session. Its own test binary,
-//! so no fallback run makes this process a subreaper.
+//! Runs inside a real sandbox with a run cgroup: the cgroup kills what
+//! escaped the session and dropped the run's environment marker (so the
+//! marker sweep cannot see it), and the supervisor reaps what it killed.
 
 mod exec_common;
 mod sandbox_common;
@@ -11,13 +11,6 @@ use std::time::Duration;
 
 use agent_exec::exec::{CancelToken, ExecSpec, Termination, run};
 use exec_common::{MARK_ENV, marker, procs_with};
-
-fn is_subreaper() -> bool {
-    let mut v: libc::c_int = 0;
-    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int.
-    unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int) };
-    v != 0
-}
 
 #[test]
 fn escaped_grandchildren_die_with_the_cgroup() {
@@ -32,7 +25,7 @@ fn escaped_grandchildren_die_with_the_cgroup() {
     let p = root.path.join("pid");
     let p = p.display();
     let script = format!(
-        "(setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; exec sleep 300' >/dev/null 2>&1 </dev/null &); \
+        "(setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; exec env -i /bin/sleep 300' >/dev/null 2>&1 </dev/null &); \
          while [ ! -e {p} ]; do sleep 0.01; done; echo started"
     );
     let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
@@ -59,8 +52,9 @@ fn escaped_grandchildren_die_with_the_cgroup() {
     assert!(pid > 0);
     assert_eq!(procs_with(&m), Vec::<i32>::new());
     assert_eq!(rs.is_empty(), Some(true));
+    // Not even a zombie is left behind: the supervisor reaped it.
     assert!(
-        !is_subreaper(),
-        "the cgroup run should not need the fallback"
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the escaped grandchild {pid} still exists (alive or an unreaped zombie)"
     );
 }
