@@ -185,6 +185,7 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
+    agent_exec::spawn::ensure_stdio_open();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -561,3 +561,23 @@ unsafe fn clone_vfork(plan: &Plan<'_>) -> std::io::Result<libc::pid_t> {
         if pid < 0 { Err(err) } else { Ok(pid) }
     }
 }
+
+/// Opens `/dev/null` on any of descriptors 0, 1 and 2 that is closed. Call
+/// it first thing in a supervisor: otherwise the next file it opens (a
+/// Landlock rule's pre-opened path, say) lands on 0-2 and the child's stdio
+/// setup would overwrite it.
+pub fn ensure_stdio_open() {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor table.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0 {
+            continue;
+        }
+        // SAFETY: open with a static NUL-terminated path; the lowest free
+        // descriptor, which is `fd` since the ones below it are open.
+        let got = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        if got >= 0 && got != fd {
+            // SAFETY: closing the descriptor we just opened.
+            unsafe { libc::close(got) };
+        }
+    }
+}

@@ -537,11 +537,34 @@ fn summary_reports_what_was_applied() {
     assert!(s.limits.iter().any(|l| l == "rlimit_nofile=1024"));
     let run_sb = sb.for_run().unwrap();
     let rs = run_sb.summary();
-    if run_sb.is_empty().is_some() {
-        assert!(
-            rs.limits.iter().any(|l| l.starts_with("cgroup_pids_max=")),
-            "{rs:?}"
-        );
+    // The cgroup pids limit is either applied or reported missing.
+    let pids_applied = rs.limits.iter().any(|l| l == "cgroup_pids_max=256");
+    let pids_missing = rs
+        .not_applied
+        .iter()
+        .any(|n| n == "cgroup_pids" || n == "cgroup");
+    assert!(pids_applied != pids_missing, "{rs:?}");
+    if pids_applied {
+        // ...and the child really sits in a cgroup with that limit.
+        let run_sb = std::sync::Arc::new(run_sb);
+        let child = try_spawn(&run_sb, &r.path, &["/bin/cat", "/proc/self/cgroup"]).unwrap();
+        let o = finish(run_sb, child, Duration::from_secs(30));
+        let mut limits = Vec::new();
+        for line in o.stdout.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_, ctl, path) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+            let mounts: &[&str] = match ctl {
+                "pids" => &["/sys/fs/cgroup/pids"],
+                "" => &["/sys/fs/cgroup", "/sys/fs/cgroup/unified"],
+                _ => &[],
+            };
+            for m in mounts {
+                if let Ok(v) = std::fs::read_to_string(format!("{m}{path}/pids.max")) {
+                    limits.push(v.trim().to_string());
+                }
+            }
+        }
+        assert!(limits.iter().any(|l| l == "256"), "{limits:?} from {o:?}");
     }
     // A root the child user cannot write is flagged with a fix.
     let locked = tempfile::tempdir().unwrap();
@@ -572,4 +595,33 @@ fn abstract_unix_sockets_outside_the_sandbox_are_unreachable() {
     );
     assert!(!o.stdout.contains("connected"), "{o:?}");
     assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+}
+
+#[test]
+fn leftovers_of_dead_supervisors_are_swept() {
+    require_root();
+    let r = root();
+    let sb = sandbox(&r.path);
+    let home = sb.for_run().unwrap().home().to_path_buf();
+    let base = home.parent().unwrap().to_path_buf();
+    // No pid can be above pid_max (at most 2^22), so this owner is dead.
+    let stale = base.join("run-99999999-0-deadbeef");
+    let live = base.join("run-1-0-cafebabe");
+    std::fs::create_dir_all(stale.join("sub")).unwrap();
+    std::fs::create_dir_all(&live).unwrap();
+    let stale_cg: Vec<_> = [
+        "/sys/fs/cgroup/pids/agent-exec",
+        "/sys/fs/cgroup/agent-exec",
+    ]
+    .iter()
+    .map(|b| std::path::Path::new(b).join("run-99999999-0"))
+    .filter(|p| std::fs::create_dir(p).is_ok())
+    .collect();
+    let _again = sandbox(&r.path);
+    assert!(!stale.exists());
+    assert!(live.exists(), "a live supervisor's run dir was removed");
+    std::fs::remove_dir(&live).unwrap();
+    for cg in stale_cg {
+        assert!(!cg.exists(), "{} survived", cg.display());
+    }
 }

@@ -321,6 +321,50 @@ impl RunCgroup {
     }
 }
 
+/// Whether an entry named `run-<pid>-...` belongs to a supervisor that is
+/// gone (killed, or exited without running destructors).
+pub fn is_stale(name: &str) -> bool {
+    let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) else {
+        return false;
+    };
+    match pid.parse::<u32>() {
+        Ok(pid) => pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists(),
+        Err(_) => false,
+    }
+}
+
+/// Kills what is left in, and removes, the run cgroups of dead supervisors.
+pub fn sweep_stale(layout: &Layout) {
+    let bases = [
+        &layout.v2_base,
+        &layout.v1_pids,
+        &layout.v1_memory,
+        &layout.v1_freezer,
+    ];
+    for base in bases.into_iter().flatten() {
+        let Ok(rd) = fs::read_dir(base) else { continue };
+        for e in rd.flatten() {
+            if !is_stale(&e.file_name().to_string_lossy()) {
+                continue;
+            }
+            let dir = e.path();
+            let _ = write_file(&dir.join("cgroup.kill"), "1");
+            if layout.v1_freezer.as_ref() == Some(base) {
+                let _ = write_file(&dir.join("freezer.state"), "THAWED");
+            }
+            if let Ok(pids) = members(&dir) {
+                for pid in pids {
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            // Still busy while the killed processes exit: a later sweep
+            // gets it.
+            let _ = fs::remove_dir(&dir);
+        }
+    }
+}
+
 fn cg_has(applied: &[String], prefix: &str) -> bool {
     applied.iter().any(|a| a.starts_with(prefix))
 }

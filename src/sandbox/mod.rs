@@ -191,6 +191,11 @@ impl Sandbox {
         };
 
         let creds = privs::resolve(cfg.run_as.as_deref(), cfg.allow_root_child, &root)?;
+        if cfg.run_as.is_some() && !creds.privileged {
+            warnings.push(
+                "sandbox.run_as is ignored: only a root supervisor can switch users".to_string(),
+            );
+        }
         if !privs::can_write(&root, creds.uid, creds.gid) {
             warnings.push(format!(
                 "uid {} cannot write the root {}: `chown -R {}:{} {}` or set sandbox.run_as to its owner",
@@ -289,6 +294,10 @@ impl Sandbox {
             not_applied.push("cgroup".to_string());
         }
         let rundir_base = rundir::ensure_base()?;
+        // A supervisor killed mid-run (or a CLI that exits without running
+        // destructors) leaves its run dirs and cgroups behind.
+        cgroup::sweep_stale(&cgroups);
+        rundir::sweep_stale(&rundir_base);
 
         let network = if !inet {
             "none".to_string()
@@ -368,7 +377,18 @@ impl Sandbox {
         };
         let mut summary = s.summary.clone();
         match &cgroup {
-            Some(cg) => summary.limits.extend(cg.applied.iter().cloned()),
+            Some(cg) => {
+                summary.limits.extend(cg.applied.iter().cloned());
+                // A cgroup without the controller (e.g. a delegated v2 tree
+                // where it cannot be enabled) still kills, but does not limit.
+                let has = |p: &str| cg.applied.iter().any(|a| a.starts_with(p));
+                if s.pids_max > 0 && !has("cgroup_pids_max") {
+                    summary.not_applied.push("cgroup_pids".into());
+                }
+                if s.memory_max > 0 && !has("cgroup_memory_max") {
+                    summary.not_applied.push("cgroup_memory".into());
+                }
+            }
             None if !summary.not_applied.iter().any(|n| n == "cgroup") => {
                 summary.not_applied.push("cgroup".into())
             }

@@ -36,6 +36,16 @@ pub fn ensure_base() -> Result<PathBuf, SandboxError> {
     Ok(base)
 }
 
+/// Removes run dirs left by supervisors that died without cleaning up.
+pub fn sweep_stale(base: &Path) {
+    let Ok(rd) = fs::read_dir(base) else { return };
+    for e in rd.flatten() {
+        if super::cgroup::is_stale(&e.file_name().to_string_lossy()) {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A run dir; removed on drop.
 #[derive(Debug)]
 pub struct RunDir {
