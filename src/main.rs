@@ -394,25 +394,9 @@ fn check(t: Target) -> i32 {
             );
         }
     };
-    let cwd = match &t.cwd {
-        None => root.clone(),
-        Some(c) => match std::fs::canonicalize(root.join(c)) {
-            Ok(p) if p.starts_with(&root) => p,
-            Ok(p) => {
-                return fail(
-                    ErrorType::PermissionDenied,
-                    format!("--cwd {c:?} resolves to {} outside the root", p.display()),
-                    Format::Json,
-                );
-            }
-            Err(e) => {
-                return fail(
-                    ErrorType::InvalidArguments,
-                    format!("--cwd {c:?}: {e}"),
-                    Format::Json,
-                );
-            }
-        },
+    let cwd = match service::resolve_cwd(&root, t.cwd.as_deref(), "none") {
+        Ok(c) => c,
+        Err(r) => return emit(&r, Format::Json),
     };
     let ctx = agent_exec::policy::Context {
         root: &root,

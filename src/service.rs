@@ -253,23 +253,6 @@ impl Service {
         format!("{}-{}", self.call_prefix, n)
     }
 
-    /// Decides without running anything (`agent-exec check`).
-    pub fn check(&self, req: &RunRequest) -> Result<Decision, Box<ToolResult>> {
-        let call_id = self.next_call_id();
-        let cwd = self.resolve_cwd(&call_id, req.cwd.as_deref())?;
-        let ctx = Context {
-            root: &self.root,
-            cwd: &cwd,
-        };
-        self.policy.decide(&req.command, &ctx).map_err(|e| {
-            Box::new(ToolResult::refusal(
-                &call_id,
-                ErrorType::ParseError,
-                format!("cannot parse the command: {e}"),
-            ))
-        })
-    }
-
     /// Runs one call through the whole pipeline. Never panics on input; every
     /// outcome, including refusals and internal failures, is a ToolResult.
     pub fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
@@ -549,37 +532,8 @@ impl Service {
         Ok(())
     }
 
-    /// The working directory: the root, or a directory inside it. Symlinks
-    /// are resolved before the containment check, so a link cannot lead out.
     fn resolve_cwd(&self, call_id: &str, cwd: Option<&str>) -> Result<PathBuf, Box<ToolResult>> {
-        let Some(cwd) = cwd.filter(|c| !c.is_empty()) else {
-            return Ok(self.root.clone());
-        };
-        let joined = self.root.join(cwd);
-        let refuse = |msg: String| {
-            let mut r = ToolResult::refusal(call_id, ErrorType::PermissionDenied, msg);
-            r.decided_by = Some(cwd.to_string());
-            r.matched_rule = Some("builtin:cwd-outside-root".into());
-            r
-        };
-        match std::fs::canonicalize(&joined) {
-            Ok(p) if p.starts_with(&self.root) && p.is_dir() => Ok(p),
-            Ok(p) if !p.starts_with(&self.root) => Err(Box::new(refuse(format!(
-                "cwd {cwd:?} resolves to {} which is outside the project root {}",
-                p.display(),
-                self.root.display()
-            )))),
-            Ok(_) => Err(Box::new(ToolResult::refusal(
-                call_id,
-                ErrorType::InvalidArguments,
-                format!("cwd: {cwd:?} is not a directory"),
-            ))),
-            Err(_) => Err(Box::new(ToolResult::refusal(
-                call_id,
-                ErrorType::InvalidArguments,
-                format!("cwd: {cwd:?} does not exist inside the project root"),
-            ))),
-        }
+        resolve_cwd(&self.root, cwd, call_id)
     }
 
     fn execute(
@@ -886,6 +840,43 @@ fn apply_decision(r: &mut ToolResult, d: &Decision) {
         r.decided_by = d.token.clone();
     }
     r.approval_required = d.verdict == Verdict::RequireApproval;
+}
+
+/// The working directory: the root, or a directory inside it. Symlinks
+/// are resolved before the containment check, so a link cannot lead out.
+pub fn resolve_cwd(
+    root: &Path,
+    cwd: Option<&str>,
+    call_id: &str,
+) -> Result<PathBuf, Box<ToolResult>> {
+    let Some(cwd) = cwd.filter(|c| !c.is_empty()) else {
+        return Ok(root.to_path_buf());
+    };
+    let joined = root.join(cwd);
+    let refuse = |msg: String| {
+        let mut r = ToolResult::refusal(call_id, ErrorType::PermissionDenied, msg);
+        r.decided_by = Some(cwd.to_string());
+        r.matched_rule = Some("builtin:cwd-outside-root".into());
+        r
+    };
+    match std::fs::canonicalize(&joined) {
+        Ok(p) if p.starts_with(&root) && p.is_dir() => Ok(p),
+        Ok(p) if !p.starts_with(&root) => Err(Box::new(refuse(format!(
+            "cwd {cwd:?} resolves to {} which is outside the project root {}",
+            p.display(),
+            root.display()
+        )))),
+        Ok(_) => Err(Box::new(ToolResult::refusal(
+            call_id,
+            ErrorType::InvalidArguments,
+            format!("cwd: {cwd:?} is not a directory"),
+        ))),
+        Err(_) => Err(Box::new(ToolResult::refusal(
+            call_id,
+            ErrorType::InvalidArguments,
+            format!("cwd: {cwd:?} does not exist inside the project root"),
+        ))),
+    }
 }
 
 /// The canonical arguments of a call: what idempotency keys, replay and

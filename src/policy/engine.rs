@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use regex::{Regex, RegexSet};
 use serde::Deserialize;
 
+use super::hidden;
 use super::paths::{basename, is_symlink, normalize_lexically, resolve_path};
 use super::{Context, Decision, FeatureAction, Policy, RiskLevel, Verdict};
 use crate::lexer::{
@@ -297,8 +298,13 @@ const STATE_BUILTINS: &[&str] = &[
     "readarray",
     "unalias",
     "jobs",
+    "let",
     ":",
 ];
+
+/// Variables whose assigned value bash evaluates as arithmetic even
+/// without `declare -i` (`RANDOM='a[$(id)]'` runs `id`).
+const ARITHMETIC_SPECIALS: &[&str] = &["RANDOM", "SRANDOM", "OPTIND", "HISTCMD"];
 
 /// Builtins that define code run later or load code into the shell.
 const UNSAFE_BUILTINS: &[&str] = &[
@@ -646,11 +652,24 @@ impl<'p> Walk<'p> {
 
     fn simple(&mut self, sc: &SimpleCommand, cwd: &mut Cwd, depth: usize, persistent: bool) {
         for a in &sc.assignments {
+            self.scan_word(a);
             self.substitutions(a, cwd, depth);
             self.assignment(a, &a.value, cwd);
         }
         let mut mutating = false;
         for r in &sc.redirects {
+            self.scan_word(&r.target);
+            if let Some(body) = &r.heredoc {
+                // An unquoted delimiter expands the body; the lexer put the
+                // body's features on the target.
+                let f = &r.target.features;
+                if !f.quoted
+                    && (f.arithmetic || f.parameter_expansion)
+                    && let Some(found) = hidden::evaluated(body)
+                {
+                    self.evaluation(found.describe(), &r.target.raw);
+                }
+            }
             self.substitutions(&r.target, cwd, depth);
             match r.kind {
                 RedirectKind::Input => self.check_word(&r.target, Access::Read, cwd),
@@ -682,6 +701,7 @@ impl<'p> Walk<'p> {
             self.read_only = false;
         }
         for w in &sc.words {
+            self.scan_word(w);
             self.substitutions(w, cwd, depth);
         }
         if sc.words.is_empty() {
@@ -750,6 +770,47 @@ impl<'p> Walk<'p> {
         );
     }
 
+    /// Bash would evaluate a value as code here (see `hidden`).
+    fn evaluation(&mut self, what: &str, token: &str) {
+        self.builtin(
+            feature_verdict(self.policy.shell.evaluation),
+            RiskLevel::High,
+            "builtin:evaluation",
+            format!(
+                "bash evaluates {what} as code: a value such as `a[$(cmd)]` stored earlier would run `cmd` unchecked; write numbers and names literally (`${{a[0]}}`, `$((2+3))`) or compute the value with a separate command"
+            ),
+            token,
+        );
+        self.read_only = false;
+    }
+
+    /// A word the lexer saw expanding: refused when the expansion makes
+    /// bash evaluate a value as code. Plain words cost one flag test.
+    fn scan_word(&mut self, w: &Word) {
+        if (w.features.arithmetic || w.features.parameter_expansion)
+            && let Some(found) = hidden::evaluated(&w.raw)
+        {
+            self.evaluation(found.describe(), &w.raw);
+        }
+    }
+
+    /// A variable name a builtin assigns, tests or removes (`read NAME`,
+    /// `printf -v NAME`, `declare NAME=..`, `test -v NAME`).
+    fn check_name(&mut self, name: &str, shown: &str) {
+        match hidden::plain_name(name) {
+            Some(base) => {
+                self.check_var_name(base);
+                if ARITHMETIC_SPECIALS.contains(&base) {
+                    self.evaluation(&format!("any value given to `{base}`"), shown);
+                }
+            }
+            None => self.evaluation(
+                "a variable name that is computed or whose subscript names a value",
+                shown,
+            ),
+        }
+    }
+
     fn denied_name(&self, name: &str) -> bool {
         self.engine.deny_assign.iter().any(|(n, prefix)| {
             if *prefix {
@@ -778,12 +839,26 @@ impl<'p> Walk<'p> {
     /// be a loader/shell variable, and a path-like value is checked.
     fn assignment(&mut self, w: &Word, text: &str, cwd: &Cwd) {
         let Some(eq) = text.find('=') else {
-            self.check_var_name(text);
+            self.check_name(text, &w.raw);
             return;
         };
         let name = text[..eq].strip_suffix('+').unwrap_or(&text[..eq]);
-        self.check_var_name(name);
         let value = &text[eq + 1..];
+        match hidden::plain_name(name) {
+            Some(base) => {
+                self.check_var_name(base);
+                let number = !value.is_empty()
+                    && value.bytes().all(|c| c.is_ascii_digit())
+                    && !has_expansion(&w.features);
+                if ARITHMETIC_SPECIALS.contains(&base) && !number {
+                    self.evaluation(&format!("any value given to `{base}`"), &w.raw);
+                }
+            }
+            None => self.evaluation(
+                "a variable name that is computed or whose subscript names a value",
+                &w.raw,
+            ),
+        }
         if value.is_empty() {
             return;
         }
@@ -867,7 +942,22 @@ impl<'p> Walk<'p> {
                         );
                         return;
                     }
-                    "eval" => return self.eval(args, cwd, depth),
+                    "eval" | "source" | "." | "compgen" => {
+                        let reason = match prog {
+                            "eval" => "`eval` runs a string as a new command line, re-expanding what was checked; send the command itself without `eval`",
+                            "compgen" => "`compgen` expands word lists and runs completion commands (`-W`, `-C`, `-F`); list names with `ls` or `grep` instead",
+                            _ => "sourcing runs a file's commands in this shell without checking them; send the commands themselves, or run the script as a program if the policy allows that",
+                        };
+                        self.builtin(
+                            Verdict::Deny,
+                            RiskLevel::High,
+                            "builtin:unsafe-builtin",
+                            reason.into(),
+                            prog,
+                        );
+                        self.read_only = false;
+                        return;
+                    }
                     "hash" if args.iter().any(|a| a.value.starts_with("-p")) => {
                         self.builtin(
                             Verdict::Deny,
@@ -1073,9 +1163,26 @@ impl<'p> Walk<'p> {
             }
         };
         if base_is(prog, "printf") {
-            if let Some(pos) = args.iter().position(|a| a.value == "-v") {
-                if let Some(name) = args.get(pos + 1) {
-                    self.check_var_name(&name.value);
+            // `printf -v NAME` and `-vNAME` assign; options end at the format.
+            for (k, a) in args.iter().enumerate() {
+                let v = a.value.as_str();
+                if v == "--" || !v.starts_with('-') {
+                    break;
+                }
+                if let Some(rest) = v.strip_prefix("-v") {
+                    match (rest.is_empty(), args.get(k + 1)) {
+                        (false, _) => self.check_name(rest, &a.raw),
+                        (true, Some(n)) => self.check_name(&n.value, &n.raw),
+                        (true, None) => {}
+                    }
+                    break;
+                }
+            }
+        } else if base_is(prog, "test") || base_is(prog, "[") {
+            // `test -v NAME` evaluates NAME's subscript.
+            for pair in args.windows(2) {
+                if pair[0].value == "-v" {
+                    self.check_name(&pair[1].value, &pair[1].raw);
                 }
             }
         }
@@ -1531,21 +1638,6 @@ impl<'p> Walk<'p> {
         });
     }
 
-    fn eval(&mut self, args: &[Word], cwd: &Cwd, depth: usize) {
-        if let Some(w) = args.iter().find(|a| has_expansion(&a.features)) {
-            self.builtin(
-                Verdict::Deny,
-                RiskLevel::High,
-                "builtin:eval",
-                "`eval` of a computed string cannot be checked; run the command directly".into(),
-                &w.raw,
-            );
-            return;
-        }
-        let text: Vec<&str> = args.iter().map(|a| a.value.as_str()).collect();
-        self.nested_text(&text.join(" "), "eval", cwd, depth);
-    }
-
     fn nested_text(&mut self, text: &str, shown: &str, cwd: &Cwd, depth: usize) {
         if depth + 1 > self.policy.shell.max_nesting {
             self.too_deep(shown);
@@ -1668,8 +1760,16 @@ impl<'p> Walk<'p> {
                 skip_next = false;
                 continue;
             }
+            if prog == "let" {
+                // Every argument is an arithmetic expression.
+                if has_expansion(&a.features) || !hidden::inert_arithmetic(v.as_bytes()) {
+                    self.evaluation("the expressions of `let`", &a.raw);
+                }
+                continue;
+            }
             if v.starts_with('-') && v.len() > 1 {
-                if declares && v[1..].contains('n') {
+                let flags = &v[1..];
+                if declares && flags.contains('n') {
                     self.builtin(
                         Verdict::Deny,
                         RiskLevel::High,
@@ -1677,6 +1777,39 @@ impl<'p> Walk<'p> {
                         format!("`{prog} {v}` makes a name refer to another variable, which hides assignments; drop -n"),
                         v,
                     );
+                }
+                if declares && flags.contains('i') {
+                    self.evaluation(
+                        &format!("every value assigned to a `{prog} -i` variable"),
+                        v,
+                    );
+                }
+                let runs = match prog {
+                    "mapfile" | "readarray" => flags.contains('C'),
+                    "jobs" => flags.contains('x'),
+                    _ => false,
+                };
+                if runs {
+                    self.builtin(
+                        Verdict::Deny,
+                        RiskLevel::High,
+                        "builtin:unsafe-builtin",
+                        format!("`{prog} {v}` runs a command given as text, which cannot be checked; run the command directly"),
+                        v,
+                    );
+                }
+                if prog == "wait"
+                    && let Some(at) = flags.find('p')
+                {
+                    // `wait -p NAME` (or `-pNAME`) assigns the job's id.
+                    match (&flags[at + 1..], args.get(k + 1)) {
+                        ("", Some(n)) => {
+                            self.check_name(&n.value, &n.raw);
+                            skip_next = true;
+                        }
+                        ("", None) => {}
+                        (rest, _) => self.check_name(rest, &a.raw),
+                    }
                 }
                 // Options of read/mapfile that take a value.
                 if names
@@ -1698,7 +1831,7 @@ impl<'p> Walk<'p> {
                     skip_next = v != "-a" && !(prog != "read" && v == "-t");
                     if v == "-a" {
                         if let Some(n) = args.get(k + 1) {
-                            self.check_var_name(&n.value);
+                            self.check_name(&n.value, &n.raw);
                         }
                         skip_next = true;
                     }
@@ -1706,9 +1839,16 @@ impl<'p> Walk<'p> {
                 continue;
             }
             if declares {
+                if let Some((_, value)) = v.split_once('=')
+                    && value.starts_with('(')
+                {
+                    // `declare -a a='([$(id)]=1)'` is a compound assignment
+                    // parsed (and its subscripts evaluated) from a string.
+                    self.evaluation("an array assignment given as a string", &a.raw);
+                }
                 self.assignment(a, v, cwd);
-            } else if names || (prog == "getopts" && k >= 1) {
-                self.check_var_name(v);
+            } else if names || prog == "unset" || (prog == "getopts" && k >= 1) {
+                self.check_name(v, &a.raw);
             }
         }
         self.offer_weak(|| {

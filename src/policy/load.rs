@@ -150,6 +150,7 @@ impl Policy {
         for (key, action) in [
             ("program_expansion", shell.program_expansion),
             ("unsupported", shell.unsupported),
+            ("evaluation", shell.evaluation),
         ] {
             if action == FeatureAction::Check {
                 issues.push(Issue {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 mod engine;
 mod error;
 mod load;
+mod hidden;
 mod paths;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
@@ -285,6 +286,13 @@ pub struct ShellPolicy {
     /// Grouping, control flow and functions the engine cannot follow.
     /// `check` is not accepted.
     pub unsupported: FeatureAction,
+    /// Places where bash evaluates a value as code: arithmetic, subscripts
+    /// and `${x:off}` offsets that name a variable, `${!x}`, `${x@P}`,
+    /// `let`, `declare -i`, and variable names with a computed subscript
+    /// given to builtins (`read 'a[$(id)]'`). A value set earlier in the
+    /// request (`x='a[$(id)]'`) then runs code the policy never saw.
+    /// `check` is not accepted.
+    pub evaluation: FeatureAction,
     /// Nested shells (`bash -c`), `eval` and substitutions, counted together.
     pub max_nesting: usize,
     /// Variable names that may not be assigned (`VAR=x cmd`, `export`,
@@ -302,6 +310,7 @@ impl Default for ShellPolicy {
             globs: FeatureAction::Check,
             output_redirection: FeatureAction::Check,
             unsupported: FeatureAction::Deny,
+            evaluation: FeatureAction::Deny,
             max_nesting: 3,
             deny_assignments: [
                 "PATH",
@@ -310,6 +319,8 @@ impl Default for ShellPolicy {
                 "BASH_ENV",
                 "ENV",
                 "BASH_FUNC_*",
+                "BASH_CMDS",
+                "BASH_ALIASES",
                 "BASHOPTS",
                 "SHELLOPTS",
                 "IFS",

@@ -335,34 +335,66 @@ pub fn is_stale(name: &str) -> bool {
 
 /// Kills what is left in, and removes, the run cgroups of dead supervisors.
 pub fn sweep_stale(layout: &Layout) {
+    // Still busy while the killed processes exit: a later sweep gets it.
+    sweep_where(layout, is_stale, false);
+}
+
+/// Kills what is left in, and removes, every run cgroup of supervisor
+/// `pid` (the daemon's reaper, after the daemon died). Waits for each to
+/// empty so it can be removed. Returns how many still had processes.
+pub fn sweep_owned_by(layout: &Layout, pid: u32) -> usize {
+    let prefix = format!("run-{pid}-");
+    sweep_where(layout, |name| name.starts_with(&prefix), true)
+}
+
+fn sweep_where(layout: &Layout, matches: impl Fn(&str) -> bool, wait: bool) -> usize {
     let bases = [
         &layout.v2_base,
         &layout.v1_pids,
         &layout.v1_memory,
         &layout.v1_freezer,
     ];
+    let mut busy = 0;
     for base in bases.into_iter().flatten() {
         let Ok(rd) = fs::read_dir(base) else { continue };
         for e in rd.flatten() {
-            if !is_stale(&e.file_name().to_string_lossy()) {
+            if !matches(&e.file_name().to_string_lossy()) {
                 continue;
             }
             let dir = e.path();
+            let pids = members(&dir).unwrap_or_default();
+            if !pids.is_empty() {
+                busy += 1;
+            }
             let _ = write_file(&dir.join("cgroup.kill"), "1");
             if layout.v1_freezer.as_ref() == Some(base) {
                 let _ = write_file(&dir.join("freezer.state"), "THAWED");
             }
-            if let Ok(pids) = members(&dir) {
+            // Without cgroup.kill a forking process can add members between
+            // two reads: sweep until the cgroup stays empty.
+            for _ in 0..if wait { 100 } else { 1 } {
+                let pids = members(&dir).unwrap_or_default();
+                if pids.is_empty() {
+                    break;
+                }
                 for pid in pids {
                     // SAFETY: kill has no memory-safety preconditions.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
+                if wait {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
             }
-            // Still busy while the killed processes exit: a later sweep
-            // gets it.
-            let _ = fs::remove_dir(&dir);
+            // Killed processes leave their cgroup asynchronously.
+            for _ in 0..if wait { 200 } else { 1 } {
+                if fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
+    busy
 }
 
 fn cg_has(applied: &[String], prefix: &str) -> bool {

@@ -12,11 +12,7 @@
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
 use super::ServeOptions;
 
@@ -94,73 +90,5 @@ pub fn run(daemon_pid: u32) -> i32 {
 /// Kills and removes every run cgroup of `daemon_pid`; returns how many
 /// cgroups still had processes.
 fn sweep(daemon_pid: u32) -> usize {
-    let layout = crate::sandbox::cgroup::detect();
-    let prefix = format!("run-{daemon_pid}-");
-    let mut killed = 0;
-    let bases: Vec<PathBuf> = [
-        layout.v2_base.clone(),
-        layout.v1_freezer.clone(),
-        layout.v1_pids.clone(),
-        layout.v1_memory.clone(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    for base in &bases {
-        let Ok(entries) = std::fs::read_dir(base) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if !entry.file_name().to_string_lossy().starts_with(&prefix) {
-                continue;
-            }
-            let dir = entry.path();
-            if kill_members(&dir) {
-                killed += 1;
-            }
-            remove_when_empty(&dir);
-        }
-    }
-    killed
-}
-
-/// `cgroup.kill` where the kernel has it; else repeated SIGKILL sweeps of
-/// `cgroup.procs` (a forking process can add members between two reads, so
-/// the sweep repeats until the cgroup stays empty).
-fn kill_members(dir: &Path) -> bool {
-    let had = !members(dir).is_empty();
-    if !had {
-        return false;
-    }
-    if std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
-        return true;
-    }
-    for _ in 0..100 {
-        let pids = members(dir);
-        if pids.is_empty() {
-            break;
-        }
-        for pid in pids {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    true
-}
-
-fn members(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
-        .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
-        .unwrap_or_default()
-}
-
-/// Killed processes leave their cgroup asynchronously: retry `rmdir` for a
-/// short while.
-fn remove_when_empty(dir: &Path) {
-    for _ in 0..200 {
-        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    crate::sandbox::cgroup::sweep_owned_by(&crate::sandbox::cgroup::detect(), daemon_pid)
 }
