@@ -315,21 +315,28 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
             ),
             Step::Signals
         );
-        check!(libc::setsid(), Step::Setsid);
-        check!(
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0
-            ),
-            Step::ParentDeath
-        );
-        // The parent may have died before the line above took effect.
-        if libc::getppid() != plan.parent_pid {
-            libc::_exit(127);
+        // Die with the supervisor. Armed here and again after the uid
+        // change, which clears it (prctl(2)); the parent may have died before
+        // it took effect, hence the check.
+        macro_rules! arm_parent_death {
+            () => {
+                check!(
+                    libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0
+                    ),
+                    Step::ParentDeath
+                );
+                if libc::getppid() != plan.parent_pid {
+                    libc::_exit(127);
+                }
+            };
         }
+        check!(libc::setsid(), Step::Setsid);
+        arm_parent_death!();
 
         // Move any source fd out of 0..=2 first so no dup2 clobbers another
         // source (possible when the supervisor runs with stdio closed).
@@ -413,22 +420,10 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
                     libc::syscall(libc::SYS_setresuid, creds.uid, creds.uid, creds.uid),
                     Step::Setuid
                 );
-                // Changing the effective uid or gid clears the parent-death
-                // signal (prctl(2)): arm it again, or a `kill -9` of the
-                // supervisor would leave the dropped-privilege child running.
-                check!(
-                    libc::prctl(
-                        libc::PR_SET_PDEATHSIG,
-                        libc::SIGKILL as libc::c_ulong,
-                        0,
-                        0,
-                        0
-                    ),
-                    Step::ParentDeath
-                );
-                if libc::getppid() != plan.parent_pid {
-                    libc::_exit(127);
-                }
+                // Changing the effective uid or gid cleared the parent-death
+                // signal: without this a `kill -9` of the supervisor would
+                // leave the dropped-privilege child running.
+                arm_parent_death!();
             }
             #[repr(C)]
             struct CapHeader {
