@@ -860,8 +860,8 @@ pub fn resolve_cwd(
         r
     };
     match std::fs::canonicalize(&joined) {
-        Ok(p) if p.starts_with(&root) && p.is_dir() => Ok(p),
-        Ok(p) if !p.starts_with(&root) => Err(Box::new(refuse(format!(
+        Ok(p) if p.starts_with(root) && p.is_dir() => Ok(p),
+        Ok(p) if !p.starts_with(root) => Err(Box::new(refuse(format!(
             "cwd {cwd:?} resolves to {} which is outside the project root {}",
             p.display(),
             root.display()

@@ -313,9 +313,13 @@ fn wrappers_are_unwrapped_or_refused() {
         ("alias ls=id", "", D, Some("builtin:unsafe-builtin"), None),
         ("trap 'id' EXIT", "", D, Some("builtin:unsafe-builtin"), None),
         ("hash -p /tmp/x git", "", D, Some("builtin:unsafe-builtin"), None),
-        ("eval 'git status'", "", A, Some("git-read"), None),
-        ("eval 'cat /etc/passwd'", "", D, Some("builtin:path-escape"), None),
-        ("eval \"$CMD\"", "", D, Some("builtin:eval"), None),
+        // eval and source re-read text as commands: refused outright
+        ("eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
+        ("eval \"$CMD\"", "", D, Some("builtin:unsafe-builtin"), None),
+        ("builtin eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
+        ("command eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
+        ("source ./env.sh", "", D, Some("builtin:unsafe-builtin"), None),
+        (". ./env.sh", "", D, Some("builtin:unsafe-builtin"), None),
     ];
     run_cases(&code_policy(), &fx, cases);
 }
@@ -697,4 +701,266 @@ fn program_paths_match_rules_only_where_the_name_resolves() {
     );
     let d = decide("/usr/local/bin/sudo ls");
     assert_eq!(d.verdict, D);
+}
+
+/// Bash evaluates some values as code: arithmetic and array subscripts
+/// expand `$(...)` found inside a variable's value, and a few builtins run
+/// text given as an argument. A payload set in single quotes (which the
+/// lexer rightly sees as inert) then runs unchecked. Every such path is
+/// refused; the same expansions without a variable stay allowed.
+#[test]
+fn hidden_evaluation_is_refused() {
+    let fx = fixture();
+    const E: Option<&str> = Some("builtin:evaluation");
+    const U: Option<&str> = Some("builtin:unsafe-builtin");
+    #[rustfmt::skip]
+    let cases: &[Case] = &[
+        // arithmetic naming a variable
+        ("x='a[$(id)]'; echo $((x))", "", D, E, None),
+        ("echo $((x + 1))", "", D, E, None),
+        ("echo $(( $x ))", "", D, E, None),
+        ("echo $(( $(cat n.txt) ))", "", D, E, None),
+        ("echo $[x]", "", D, E, None),
+        ("echo \"$[x]\"", "", D, E, None),
+        ("y=$((x)) git status", "", D, E, None),
+        ("cat <<< $((x))", "", D, E, None),
+        ("echo \"${x:-$((x))}\"", "", D, E, None),
+        // subscripts, offsets, indirection, @P
+        ("echo ${a[x]}", "", D, E, None),
+        ("echo ${a[$x]}", "", D, E, None),
+        ("echo \"${#a[i]}\"", "", D, E, None),
+        ("echo ${a[x]:-none}", "", D, E, None),
+        ("echo ${x:$n}", "", D, E, None),
+        ("echo ${x:0:n}", "", D, E, None),
+        ("echo ${@:x}", "", D, E, None),
+        ("echo ${!x}", "", D, E, None),
+        ("set -- x; echo \"${!1}\"", "", D, E, None),
+        ("echo ${x@P}", "", D, E, None),
+        ("echo ${x/a/${b[i]}}", "", D, E, None),
+        // unquoted here-document bodies are expanded
+        ("cat <<EOF\n$((x))\nEOF", "", D, E, None),
+        ("cat <<EOF\n'${x@P}'\nEOF", "", D, E, None),
+        // builtins that evaluate arithmetic
+        ("let x", "", D, E, None),
+        ("let 'a[$(id)]'", "", D, E, None),
+        ("declare -i y=x", "", D, E, None),
+        ("local -ia y", "", D, E, None),
+        ("declare -a a='([$(id)]=1)'", "", D, E, None),
+        ("RANDOM='a[$(id)]'", "", D, E, None),
+        ("OPTIND=x git status", "", D, E, None),
+        ("read OPTIND < README.md", "", D, E, None),
+        // variable names with subscripts that name a value, or computed
+        ("printf -v 'a[$(id)]' x", "", D, E, None),
+        ("printf -v'a[$(id)]' x", "", D, E, None),
+        ("read 'a[$(id)]' < README.md", "", D, E, None),
+        ("read -r -a 'a[i]' < README.md", "", D, E, None),
+        ("read \"$name\" < README.md", "", D, E, None),
+        ("declare 'a[$(id)]=1'", "", D, E, None),
+        ("export 'a[i]=1'", "", D, E, None),
+        ("typeset 'a[$(id)]'", "", D, E, None),
+        ("readonly \"$n=1\"", "", D, E, None),
+        ("unset 'a[$(id)]'", "", D, E, None),
+        ("mapfile 'a[$(id)]' < README.md", "", D, E, None),
+        ("getopts ab 'a[$(id)]'", "", D, E, None),
+        ("wait -n -p 'a[$(id)]'", "", D, E, None),
+        ("test -v 'a[$(id)]'", "", D, E, None),
+        ("[ -v 'a[$(id)]' ]", "", D, E, None),
+        ("echo {a[x]}>/dev/null", "", D, E, None),
+        ("exec {a[$(id)]}</dev/null", "", D, E, None),
+        // loader variables stay refused behind a subscript or `{NAME}>`
+        ("declare 'PATH[0]=/tmp/x'", "", D, Some("builtin:assignment"), None),
+        ("exec {IFS}>/dev/null", "", D, Some("builtin:assignment"), None),
+        ("BASH_CMDS=x", "", D, Some("builtin:assignment"), None),
+        // builtins that run text
+        ("mapfile -C id -c 1 a < README.md", "", D, U, None),
+        ("readarray -tCid a < README.md", "", D, U, None),
+        ("jobs -x id", "", D, U, None),
+        ("compgen -W '$(id)' x", "", D, U, None),
+        ("compgen -C id x", "", D, U, None),
+        ("trap 'id' DEBUG", "", D, U, None),
+        ("enable -f ./x.so x", "", D, U, None),
+        ("fc -s", "", D, U, None),
+        ("complete -C id git", "", D, U, None),
+        ("hash -p ./x git", "", D, U, None),
+        // options that change what later words mean
+        ("set -k; git status GIT_DIR=x", "", D, U, None),
+        ("set -ek", "", D, U, None),
+        ("set -o keyword", "", D, U, None),
+        ("set -euo keyword", "", D, U, None),
+        ("shopt -s cdable_vars", "", D, U, None),
+        ("shopt -so keyword", "", D, U, None),
+        ("shopt -s expand_aliases", "", D, U, None),
+        ("set -euo pipefail", "", A, Some("builtin:shell-state"), None),
+        ("set +k", "", A, Some("builtin:shell-state"), None),
+        ("set -- -k keyword", "", A, Some("builtin:shell-state"), None),
+        ("shopt -u cdable_vars", "", A, Some("builtin:shell-state"), None),
+        ("shopt -s nullglob globstar", "", A, Some("builtin:shell-state"), None),
+        ("[[ x -eq 1 ]]", "", D, Some("builtin:unsupported"), None),
+        ("(( x ))", "", D, None, None),
+        // near misses that stay allowed
+        ("echo $((1+2))", "", A, Some("read-tools"), None),
+        ("echo $(( (0x10 + 8#7) * 2 ))", "", A, Some("read-tools"), None),
+        ("echo $[3*4]", "", A, Some("read-tools"), None),
+        ("grep '$(' src/lib.rs", "", A, Some("search-tools"), None),
+        ("grep -n '${a[x]} $((x))' src/lib.rs", "", A, Some("search-tools"), None),
+        ("printf '%s\\n' x", "", A, Some("read-tools"), None),
+        ("printf -v out '%s' x", "", A, Some("read-tools"), None),
+        ("echo ${HOME}", "", A, Some("read-tools"), None),
+        ("echo \"${x:-default}\" ${#x} ${a[@]} ${a[0]} ${x:1:2} ${x: -1} ${x@Q} ${!pre*}", "", A, Some("read-tools"), None),
+        ("echo \"\\$((x))\" \\${!x}", "", A, Some("read-tools"), None),
+        ("cat <<'EOF'\n$((x)) ${x@P}\nEOF", "", A, Some("read-tools"), None),
+        ("read -r line < README.md", "", A, Some("builtin:shell-state"), None),
+        ("read -r -a parts < README.md", "", A, Some("builtin:shell-state"), None),
+        ("declare -a list", "", A, Some("builtin:shell-state"), None),
+        ("let 1+2", "", A, Some("builtin:shell-state"), None),
+        ("RANDOM=42", "", A, Some("builtin:shell-state"), None),
+        ("unset GIT_DIR", "", A, Some("builtin:shell-state"), None),
+        ("test -v HOME", "", A, Some("read-tools"), None),
+        ("echo x {fd}>/dev/null", "", A, Some("read-tools"), None),
+        ("echo {a,b}>/dev/null", "", A, Some("read-tools"), None),
+    ];
+    run_cases(&code_policy(), &fx, cases);
+}
+
+/// `[shell] evaluation` can send these to a human instead, and cannot be
+/// set to `check` (nothing could be checked).
+#[test]
+fn evaluation_key_sets_the_verdict() {
+    let fx = fixture();
+    let text = "name = \"t\"\ndefault = \"allow\"\n[shell]\nevaluation = \"require_approval\"\n";
+    let policy = Policy::parse(text, "t.toml").unwrap();
+    run_cases(
+        &policy,
+        &fx,
+        &[
+            ("echo $((x))", "", R, Some("builtin:evaluation"), None),
+            (
+                "printf -v 'a[$(id)]' x",
+                "",
+                R,
+                Some("builtin:evaluation"),
+                None,
+            ),
+            ("echo $((1+2))", "", A, None, None),
+        ],
+    );
+    let err = Policy::parse(
+        "name = \"t\"\ndefault = \"allow\"\n[shell]\nevaluation = \"check\"\n",
+        "t.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("shell.evaluation"), "{err}");
+}
+
+/// Each refused form really runs code in bash: with a payload that creates
+/// a file, bash creates it. (If bash stopped evaluating one, this test
+/// says which case no longer needs refusing.) The policy refuses all.
+#[test]
+fn refused_evaluations_run_code_in_real_bash() {
+    let fx = fixture();
+    let policy = code_policy();
+    let canary = fx.root.join("evaluated");
+    // `a[$(touch FILE)]` in single quotes: inert to the lexer.
+    let payload = format!("'a[$(touch {})]'", canary.display());
+    let scripts = [
+        "x=P; echo $((x))",
+        "x=P; echo $[x]",
+        "x=P; echo ${a[x]}",
+        "x=P; echo ${x:x}",
+        "x=P; echo ${!x}",
+        "set -- P; echo ${!1}",
+        "let P",
+        "x=P; declare -i y=x",
+        "printf -v P x",
+        "read P <<< x",
+        "declare P=1",
+        "test -v P",
+        "RANDOM=P",
+        "x=P; echo {a[x]}>/dev/null",
+        "x=P; cat <<EOF\n$((x))\nEOF",
+    ];
+    for script in scripts {
+        let script = script.replace('P', &payload);
+        let _ = std::fs::remove_file(&canary);
+        let ctx = Context {
+            root: &fx.root,
+            cwd: &fx.root,
+        };
+        let d = policy
+            .decide(&CommandSpec::Shell(script.clone()), &ctx)
+            .unwrap();
+        assert_eq!(
+            (d.verdict, d.rule.as_str()),
+            (D, "builtin:evaluation"),
+            "{script}: {d:?}"
+        );
+        std::process::Command::new("bash")
+            .args(["-p", "-c", &script])
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        assert!(canary.exists(), "bash did not run the payload of {script}");
+    }
+    // The `${x@P}` payload is a plain substitution.
+    let _ = std::fs::remove_file(&canary);
+    let script = format!("x='$(touch {})'; echo ${{x@P}}", canary.display());
+    let ctx = Context {
+        root: &fx.root,
+        cwd: &fx.root,
+    };
+    let d = policy
+        .decide(&CommandSpec::Shell(script.clone()), &ctx)
+        .unwrap();
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (D, "builtin:evaluation"),
+        "{script}: {d:?}"
+    );
+    std::process::Command::new("bash")
+        .args(["-p", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(canary.exists(), "bash did not run the payload of {script}");
+}
+
+/// `set -k` and `cdable_vars` make bash run something other than the words
+/// that were checked: an argument becomes an environment variable, a
+/// relative `cd` leaves the root. Bash really does so; the policy refuses.
+#[test]
+fn meaning_changing_options_act_in_real_bash() {
+    let fx = fixture();
+    let policy = code_policy();
+    let ctx = Context {
+        root: &fx.root,
+        cwd: &fx.root,
+    };
+    let outside = fx.outside.display().to_string();
+    let cases = [
+        ("set -k\nprintenv XYZ XYZ=canary".to_string(), "canary"),
+        (
+            format!("shopt -s cdable_vars\naway={outside}\ncd away && pwd"),
+            outside.as_str(),
+        ),
+    ];
+    for (script, effect) in &cases {
+        let d = policy
+            .decide(&CommandSpec::Shell(script.clone()), &ctx)
+            .unwrap();
+        assert_eq!(
+            (d.verdict, d.rule.as_str()),
+            (D, "builtin:unsafe-builtin"),
+            "{script}: {d:?}"
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-p", "-c", script])
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(effect),
+            "bash did not show the effect of {script}: {stdout}"
+        );
+    }
 }

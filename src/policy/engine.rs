@@ -1,7 +1,7 @@
 //! The decision engine: a lexed request in, one `Decision` out.
 //!
 //! Every simple command is unwrapped (`env`, `nice`, `timeout`, ...),
-//! nested scripts (`bash -c`, `eval`, substitutions) are decided
+//! nested scripts (`bash -c`, substitutions) are decided
 //! recursively, every path-looking word is resolved against the working
 //! directory (tracked through `cd`), and the strictest part decides.
 
@@ -302,6 +302,10 @@ const STATE_BUILTINS: &[&str] = &[
     ":",
 ];
 
+/// What a refused variable name is, in reasons.
+const COMPUTED_NAME: &str =
+    "a variable name that is computed or has a subscript other than a plain number";
+
 /// Variables whose assigned value bash evaluates as arithmetic even
 /// without `declare -i` (`RANDOM='a[$(id)]'` runs `id`).
 const ARITHMETIC_SPECIALS: &[&str] = &["RANDOM", "SRANDOM", "OPTIND", "HISTCMD"];
@@ -329,6 +333,52 @@ fn is_shell_only(name: &str) -> bool {
                 | "hash"
         )
         || UNSAFE_BUILTINS.contains(&name)
+}
+
+/// A `set` or `shopt` option that makes the shell read later commands
+/// differently from how they were checked: `set -k` (keyword) turns
+/// `NAME=value` arguments anywhere into environment variables
+/// (`set -k; cargo test RUSTC_WRAPPER=./x`), `cdable_vars` lets `cd NAME`
+/// go to a variable's value, `expand_aliases` makes names run other text.
+fn unsafe_shell_option<'w>(prog: &str, args: &'w [Word]) -> Option<&'w str> {
+    const NAMED: &[&str] = &["keyword", "cdable_vars", "expand_aliases"];
+    let mut enabling = false;
+    let mut expect_name = false;
+    for a in args {
+        let v = a.value.as_str();
+        if prog == "set" && expect_name {
+            expect_name = false;
+            if enabling && NAMED.contains(&v) {
+                return Some(v);
+            }
+            continue;
+        }
+        if v == "--" || v == "-" {
+            break;
+        }
+        match (v.as_bytes().first(), v.get(1..)) {
+            (Some(b'-' | b'+'), Some(flags)) if !flags.is_empty() => {
+                enabling = v.starts_with('-');
+                if prog == "set" {
+                    if enabling && flags.contains('k') {
+                        return Some(v);
+                    }
+                    expect_name = flags.contains('o');
+                } else {
+                    // `shopt -s NAME...` (`-o` picks `set` names).
+                    enabling = flags.contains('s');
+                }
+            }
+            _ if prog == "shopt" => {
+                if enabling && NAMED.contains(&v) {
+                    return Some(v);
+                }
+            }
+            // `set` positional parameters start at the first operand.
+            _ => break,
+        }
+    }
+    None
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -704,6 +754,17 @@ impl<'p> Walk<'p> {
             self.scan_word(w);
             self.substitutions(w, cwd, depth);
         }
+        if !sc.redirects.is_empty() {
+            // `{NAME}>file` stores the new descriptor in NAME (the lexer
+            // sees an ordinary word), evaluating a subscript in NAME.
+            for w in &sc.words {
+                if !w.features.quoted
+                    && let Some(name) = hidden::fd_variable(&w.raw)
+                {
+                    self.check_name(name, &w.raw);
+                }
+            }
+        }
         if sc.words.is_empty() {
             let token = sc
                 .assignments
@@ -765,7 +826,9 @@ impl<'p> Walk<'p> {
             Verdict::Deny,
             RiskLevel::Medium,
             "builtin:nesting-depth",
-            format!("shells, substitutions and eval nest deeper than {limit} levels; flatten the command"),
+            format!(
+                "shells and substitutions nest deeper than {limit} levels; flatten the command"
+            ),
             token,
         );
     }
@@ -777,7 +840,7 @@ impl<'p> Walk<'p> {
             RiskLevel::High,
             "builtin:evaluation",
             format!(
-                "bash evaluates {what} as code: a value such as `a[$(cmd)]` stored earlier would run `cmd` unchecked; write numbers and names literally (`${{a[0]}}`, `$((2+3))`) or compute the value with a separate command"
+                "bash evaluates {what} as an expression, so a value such as `a[$(cmd)]` stored earlier would run `cmd` unchecked; write numbers and variable names literally (`${{a[0]}}`, `$((2+3))`, `read -r line`) or compute the value with a separate command"
             ),
             token,
         );
@@ -804,10 +867,7 @@ impl<'p> Walk<'p> {
                     self.evaluation(&format!("any value given to `{base}`"), shown);
                 }
             }
-            None => self.evaluation(
-                "a variable name that is computed or whose subscript names a value",
-                shown,
-            ),
+            None => self.evaluation(COMPUTED_NAME, shown),
         }
     }
 
@@ -854,10 +914,7 @@ impl<'p> Walk<'p> {
                     self.evaluation(&format!("any value given to `{base}`"), &w.raw);
                 }
             }
-            None => self.evaluation(
-                "a variable name that is computed or whose subscript names a value",
-                &w.raw,
-            ),
+            None => self.evaluation(COMPUTED_NAME, &w.raw),
         }
         if value.is_empty() {
             return;
@@ -944,9 +1001,15 @@ impl<'p> Walk<'p> {
                     }
                     "eval" | "source" | "." | "compgen" => {
                         let reason = match prog {
-                            "eval" => "`eval` runs a string as a new command line, re-expanding what was checked; send the command itself without `eval`",
-                            "compgen" => "`compgen` expands word lists and runs completion commands (`-W`, `-C`, `-F`); list names with `ls` or `grep` instead",
-                            _ => "sourcing runs a file's commands in this shell without checking them; send the commands themselves, or run the script as a program if the policy allows that",
+                            "eval" => {
+                                "`eval` runs a string as a new command line, re-expanding what was checked; send the command itself without `eval`"
+                            }
+                            "compgen" => {
+                                "`compgen` expands word lists and runs completion commands (`-W`, `-C`, `-F`); list names with `ls` or `grep` instead"
+                            }
+                            _ => {
+                                "sourcing runs a file's commands in this shell without checking them; send the commands themselves, or run the script as a program if the policy allows that"
+                            }
                         };
                         self.builtin(
                             Verdict::Deny,
@@ -1179,10 +1242,10 @@ impl<'p> Walk<'p> {
                 }
             }
         } else if base_is(prog, "test") || base_is(prog, "[") {
-            // `test -v NAME` evaluates NAME's subscript.
+            // `test -v NAME` evaluates NAME's subscript (and assigns nothing).
             for pair in args.windows(2) {
-                if pair[0].value == "-v" {
-                    self.check_name(&pair[1].value, &pair[1].raw);
+                if pair[0].value == "-v" && hidden::plain_name(&pair[1].value).is_none() {
+                    self.evaluation(COMPUTED_NAME, &pair[1].raw);
                 }
             }
         }
@@ -1753,6 +1816,20 @@ impl<'p> Walk<'p> {
             "export" | "readonly" | "local" | "declare" | "typeset"
         );
         let names = matches!(prog, "read" | "mapfile" | "readarray");
+        if matches!(prog, "set" | "shopt")
+            && let Some(option) = unsafe_shell_option(prog, args)
+        {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:unsafe-builtin",
+                format!(
+                    "`{prog}` with `{option}` changes what later words mean (arguments become environment variables, names become directories or aliases), so the checked command is not what runs; leave the option off"
+                ),
+                option,
+            );
+            return;
+        }
         let mut skip_next = false;
         for (k, a) in args.iter().enumerate() {
             let v = a.value.as_str();
@@ -1847,8 +1924,12 @@ impl<'p> Walk<'p> {
                     self.evaluation("an array assignment given as a string", &a.raw);
                 }
                 self.assignment(a, v, cwd);
-            } else if names || prog == "unset" || (prog == "getopts" && k >= 1) {
+            } else if names || (prog == "getopts" && k >= 1) {
                 self.check_name(v, &a.raw);
+            } else if prog == "unset" && hidden::plain_name(v).is_none() {
+                // Removing a loader variable is harmless; only a subscript
+                // that bash evaluates matters here.
+                self.evaluation(COMPUTED_NAME, &a.raw);
             }
         }
         self.offer_weak(|| {

@@ -36,7 +36,9 @@ pub(crate) enum Evaluated {
 impl Evaluated {
     pub(crate) fn describe(self) -> &'static str {
         match self {
-            Evaluated::Arithmetic => "arithmetic that names a variable or expansion (`$((x))`, `$[x]`)",
+            Evaluated::Arithmetic => {
+                "arithmetic that names a variable or expansion (`$((x))`, `$[x]`)"
+            }
             Evaluated::Subscript => "an array subscript that names a variable (`${a[i]}`)",
             Evaluated::Offset => "a substring offset or length that names a variable (`${x:$n}`)",
             Evaluated::Indirection => "indirect expansion (`${!x}`)",
@@ -55,7 +57,8 @@ pub(crate) fn inert_arithmetic(s: &[u8]) -> bool {
         let c = s[i];
         if c.is_ascii_digit() {
             i += 1;
-            while i < s.len() && (s[i].is_ascii_alphanumeric() || matches!(s[i], b'#' | b'@' | b'_'))
+            while i < s.len()
+                && (s[i].is_ascii_alphanumeric() || matches!(s[i], b'#' | b'@' | b'_'))
             {
                 i += 1;
             }
@@ -95,6 +98,20 @@ pub(crate) fn plain_name(name: &str) -> Option<&str> {
     }
 }
 
+/// `{NAME}` or `{NAME[..]}` as written before a redirection operator
+/// (`exec {fd}>file`): the name bash assigns the descriptor to. Brace
+/// expansions (`{a,b}`) and other words give None.
+pub(crate) fn fd_variable(raw: &str) -> Option<&str> {
+    let inner = raw.strip_prefix('{')?.strip_suffix('}')?;
+    let b = inner.as_bytes();
+    let ident = b
+        .iter()
+        .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
+        .unwrap_or(b.len());
+    let named = ident > 0 && !b[0].is_ascii_digit();
+    (named && (ident == b.len() || (b[ident] == b'[' && inner.ends_with(']')))).then_some(inner)
+}
+
 /// The first place in `text` (a word as written, or an unquoted
 /// here-document body) where bash would evaluate a value as code.
 ///
@@ -109,10 +126,12 @@ pub(crate) fn evaluated(text: &str) -> Option<Evaluated> {
             // `\$((x))` is literal wherever a backslash quotes.
             b'\\' => i += 2,
             b'$' => match b.get(i + 1) {
-                Some(b'(') if b.get(i + 2) == Some(&b'(') => match arithmetic_end(b, i + 3, false) {
-                    Some(end) => i = end,
-                    None => return Some(Evaluated::Arithmetic),
-                },
+                Some(b'(') if b.get(i + 2) == Some(&b'(') => {
+                    match arithmetic_end(b, i + 3, false) {
+                        Some(end) => i = end,
+                        None => return Some(Evaluated::Arithmetic),
+                    }
+                }
                 Some(b'[') => match arithmetic_end(b, i + 2, true) {
                     Some(end) => i = end,
                     None => return Some(Evaluated::Arithmetic),
@@ -168,7 +187,8 @@ fn parameter(b: &[u8], start: usize) -> Option<Evaluated> {
     let mut indirect = false;
     match (b.get(j), b.get(j + 1)) {
         (Some(b'#'), Some(&c)) if name_start(c) || c.is_ascii_digit() => j += 1,
-        (Some(b'!'), Some(&c)) if name_start(c) => {
+        // `${!}` is a plain parameter; `${!x}`, `${!1}` use a value as a name.
+        (Some(b'!'), Some(&c)) if c != b'}' => {
             indirect = true;
             j += 1;
         }
@@ -176,7 +196,10 @@ fn parameter(b: &[u8], start: usize) -> Option<Evaluated> {
     }
     match b.get(j) {
         Some(&c) if name_start(c) => {
-            while b.get(j).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_') {
+            while b
+                .get(j)
+                .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_')
+            {
                 j += 1;
             }
         }
@@ -189,7 +212,11 @@ fn parameter(b: &[u8], start: usize) -> Option<Evaluated> {
         _ => return None,
     }
     if b.get(j) == Some(&b'[') {
-        let close = j + 1 + b[j + 1..].iter().position(|&c| c == b']')?;
+        // Bash rejects an unclosed subscript; refusing needs no guess.
+        let Some(len) = b[j + 1..].iter().position(|&c| c == b']') else {
+            return Some(Evaluated::Subscript);
+        };
+        let close = j + 1 + len;
         let sub = &b[j + 1..close];
         j = close + 1;
         let listing = matches!(sub, b"@" | b"*");
@@ -213,8 +240,10 @@ fn parameter(b: &[u8], start: usize) -> Option<Evaluated> {
         Some(b':') => match b.get(j + 1) {
             Some(b'-' | b'=' | b'?' | b'+') => None,
             _ => {
-                let close = j + 1 + b[j + 1..].iter().position(|&c| c == b'}')?;
-                (!inert_arithmetic(&b[j + 1..close])).then_some(Evaluated::Offset)
+                let Some(len) = b[j + 1..].iter().position(|&c| c == b'}') else {
+                    return Some(Evaluated::Offset);
+                };
+                (!inert_arithmetic(&b[j + 1..j + 1 + len])).then_some(Evaluated::Offset)
             }
         },
         _ => None,
@@ -250,10 +279,14 @@ mod tests {
             ("${a[@]:x}", Evaluated::Offset),
             ("${!x}", Evaluated::Indirection),
             ("${!x[1]}", Evaluated::Indirection),
+            ("${!1}", Evaluated::Indirection),
             ("${x@P}", Evaluated::Transformation),
             ("\"${x:-$((y))}\"", Evaluated::Arithmetic),
             ("${x/a/${b[i]}}", Evaluated::Subscript),
             ("pre$((x))post", Evaluated::Arithmetic),
+            ("${@:x}", Evaluated::Offset),
+            ("${*:$x}", Evaluated::Offset),
+            ("${a[x]:-}", Evaluated::Subscript),
         ];
         for (text, what) in found {
             assert_eq!(evaluated(text), Some(what), "{text}");
@@ -274,6 +307,8 @@ mod tests {
             "${a[0]}",
             "${#a[*]}",
             "${#x}",
+            "${!}",
+            "${!:-none}",
             "${!pre*}",
             "${!a[@]}",
             "${x@Q}",
@@ -294,5 +329,29 @@ mod tests {
         assert_eq!(plain_name("$n"), None);
         assert_eq!(plain_name("1x"), None);
         assert_eq!(plain_name(""), None);
+    }
+
+    #[test]
+    fn descriptor_variables() {
+        assert_eq!(fd_variable("{fd}"), Some("fd"));
+        assert_eq!(fd_variable("{a[x]}"), Some("a[x]"));
+        assert_eq!(fd_variable("{a,b}"), None);
+        assert_eq!(fd_variable("{1..3}"), None);
+        assert_eq!(fd_variable("x"), None);
+    }
+
+    proptest::proptest! {
+        /// Arbitrary text (biased to the characters that matter) never
+        /// panics, and text without `$` never needs refusing.
+        #[test]
+        fn any_text_scans(text in "[$({\\[\\]})!@:#x0-9 '\"\\\\a]{0,24}|\\PC{0,12}") {
+            let found = evaluated(&text);
+            if !text.contains('$') {
+                proptest::prop_assert_eq!(found, None);
+            }
+            let _ = plain_name(&text);
+            let _ = fd_variable(&text);
+            let _ = inert_arithmetic(text.as_bytes());
+        }
     }
 }

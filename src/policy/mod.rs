@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 mod engine;
 mod error;
-mod load;
 mod hidden;
+mod load;
 mod paths;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
@@ -293,7 +293,7 @@ pub struct ShellPolicy {
     /// request (`x='a[$(id)]'`) then runs code the policy never saw.
     /// `check` is not accepted.
     pub evaluation: FeatureAction,
-    /// Nested shells (`bash -c`), `eval` and substitutions, counted together.
+    /// Nested shells (`bash -c`) and substitutions, counted together.
     pub max_nesting: usize,
     /// Variable names that may not be assigned (`VAR=x cmd`, `export`,
     /// `env VAR=x`, `read VAR`). A trailing `*` matches a prefix.
