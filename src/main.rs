@@ -164,7 +164,7 @@ enum Command {
 struct EvalArgs {
     /// Task file (JSONL).
     tasks: PathBuf,
-    /// Policy to evaluate (default: the one each task names, else policies/code.toml).
+    /// Policy to evaluate (default: policies/code.toml under the current directory).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// An earlier report: show which tasks got better or worse.
@@ -489,6 +489,9 @@ fn story(path: &Path, color: &str) -> i32 {
     }
 }
 
+/// The shipped task sets are written for this policy.
+const DEFAULT_EVAL_POLICY: &str = "policies/code.toml";
+
 fn eval(a: EvalArgs) -> i32 {
     let binary = match std::env::current_exe() {
         Ok(b) => b,
@@ -498,7 +501,16 @@ fn eval(a: EvalArgs) -> i32 {
         }
     };
     let mut opts = agent_exec::eval::EvalOptions::new(binary);
-    opts.policy = a.policy;
+    opts.policy = match a.policy {
+        Some(p) => Some(p),
+        None if Path::new(DEFAULT_EVAL_POLICY).is_file() => {
+            Some(PathBuf::from(DEFAULT_EVAL_POLICY))
+        }
+        None => {
+            eprintln!("agent-exec eval: no policy: pass --policy FILE");
+            return 125;
+        }
+    };
     opts.compare = a.compare;
     opts.filter = a.filter;
     let report = match agent_exec::eval::run_eval(&a.tasks, &opts) {
