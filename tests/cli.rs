@@ -592,3 +592,26 @@ fn policy_validate_checks_every_shipped_policy() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
     }
 }
+
+#[test]
+fn a_network_connection_is_blocked_by_the_kernel_and_reported_as_a_violation() {
+    let root = Root::new();
+    root.give_to_child();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let py = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port})).sendall(b'leak')\""
+    );
+    let (_, v) = shell(root.path(), &py);
+    assert_eq!(
+        v["policy_decision"], "allow",
+        "only the kernel can stop python: {v:#}"
+    );
+    assert_eq!(v["error_type"], "SANDBOX_VIOLATION", "{v:#}");
+    assert!(v["message"].as_str().unwrap().contains("network"), "{v:#}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the listener got a connection: {other:?}"),
+    }
+}

@@ -519,13 +519,21 @@ pub fn attribute_violation(
         return None;
     }
     let root_s = root.to_string_lossy();
-    for line in stderr.lines().take(200) {
-        let lower = line.to_ascii_lowercase();
-        let denied =
-            lower.contains("permission denied") || lower.contains("operation not permitted");
-        if !denied {
+    let lines: Vec<&str> = stderr.lines().take(200).collect();
+    for (i, line) in lines.iter().enumerate() {
+        let line = *line;
+        let denied_here = line.to_ascii_lowercase();
+        if !(denied_here.contains("permission denied")
+            || denied_here.contains("operation not permitted"))
+        {
             continue;
         }
+        // Interpreters put the call that failed on the lines above the
+        // error (a Python traceback: `socket.socket(...)` then
+        // `PermissionError: [Errno 1] Operation not permitted`).
+        let lower = lines[i.saturating_sub(3)..=i]
+            .join("\n")
+            .to_ascii_lowercase();
         const NET: &[&str] = &[
             "socket",
             "connect",
@@ -626,6 +634,12 @@ mod tests {
         assert_eq!(
             attribute_violation(Some(2), None, "grep: no match", root),
             None
+        );
+        // The failing call is named on a traceback line above the error.
+        let traceback = "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n  File \"/usr/lib/python3.11/socket.py\", line 232, in __init__\n    _socket.socket.__init__(self, family, type, proto, fileno)\nPermissionError: [Errno 1] Operation not permitted";
+        assert!(
+            attribute_violation(Some(1), None, traceback, root)
+                .is_some_and(|v| v.starts_with("network access was blocked"))
         );
     }
 }
