@@ -50,14 +50,25 @@
 
 use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::prctl::set_child_subreaper;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{Pid, read, write};
+
 use crate::capture::Capture;
 use crate::sandbox::RunSandbox;
 use crate::spawn::ChildSpec;
+// How the main child ended: exit code or signal.
+use crate::spawn::sys::ChildExit as Status;
+use crate::spawn::sys::{PollSlots, pidfd_open, waitid_pidfd};
 
 /// Environment variable marking every process of one run (fallback
 /// attribution of re-parented orphans when the run has no cgroup).
@@ -84,7 +95,7 @@ const UNSURE_RETRIES: u32 = 20;
 struct CancelInner {
     flag: AtomicBool,
     /// Readable once cancelled, so a run blocked in `ppoll` wakes at once.
-    wake: Option<OwnedFd>,
+    wake: Option<EventFd>,
 }
 
 /// Set from another thread (a disconnected client, a signal) to stop a run.
@@ -93,13 +104,8 @@ pub struct CancelToken(Arc<CancelInner>);
 
 impl Default for CancelToken {
     fn default() -> Self {
-        // SAFETY: eventfd has no memory preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         // Without an eventfd the run loop falls back to polling the flag.
-        let wake = (fd >= 0).then(|| {
-            // SAFETY: fd was just created and is owned by nobody else.
-            unsafe { OwnedFd::from_raw_fd(fd) }
-        });
+        let wake = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).ok();
         CancelToken(Arc::new(CancelInner {
             flag: AtomicBool::new(false),
             wake,
@@ -115,17 +121,16 @@ impl CancelToken {
         if !self.0.flag.swap(true, Ordering::SeqCst)
             && let Some(fd) = &self.0.wake
         {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64. A failure (counter
-            // overflow) cannot happen with a single write of 1.
-            unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
+            // A failure (counter overflow) cannot happen with a single
+            // write of 1.
+            let _ = fd.write(1);
         }
     }
     pub fn is_cancelled(&self) -> bool {
         self.0.flag.load(Ordering::SeqCst)
     }
-    fn wake_fd(&self) -> Option<RawFd> {
-        self.0.wake.as_ref().map(AsRawFd::as_raw_fd)
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.0.wake.as_ref().map(AsFd::as_fd)
     }
 }
 
@@ -193,101 +198,44 @@ fn live_main() -> std::sync::MutexGuard<'static, Vec<i32>> {
 }
 
 fn ensure_subreaper() -> bool {
-    *SUBREAPER.get_or_init(|| {
-        // SAFETY: prctl with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
-    })
+    *SUBREAPER.get_or_init(|| set_child_subreaper(true).is_ok())
 }
 
 fn subreaper_active() -> bool {
     SUBREAPER.get().copied().unwrap_or(false)
 }
 
-fn last_err() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
 fn errno_is(e: &std::io::Error, code: i32) -> bool {
     e.raw_os_error() == Some(code)
 }
 
-fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl on an fd we own.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(last_err());
-    }
+fn set_nonblocking(fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    let flags = fcntl(fd, FcntlArg::F_GETFL)?;
+    fcntl(
+        fd,
+        FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK),
+    )?;
     Ok(())
-}
-
-/// How the main child ended.
-#[derive(Debug, Clone, Copy)]
-enum Status {
-    Code(i32),
-    Signal(i32),
 }
 
 /// Reads the main child's status through its pidfd; with `reap` false the
 /// child stays a zombie (its pid stays reserved).
-fn wait_pidfd(pidfd: RawFd, reap: bool, block: bool) -> std::io::Result<Option<Status>> {
-    let mut flags = libc::WEXITED;
-    if !reap {
-        flags |= libc::WNOWAIT;
-    }
-    if !block {
-        flags |= libc::WNOHANG;
-    }
-    loop {
-        // SAFETY: siginfo_t is plain data; zeroed is a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid writes into `info`.
-        let r = unsafe { libc::waitid(libc::P_PIDFD, pidfd as libc::id_t, &mut info, flags) };
-        if r < 0 {
-            let e = last_err();
-            if errno_is(&e, libc::EINTR) {
-                continue;
-            }
-            return Err(e);
-        }
-        // SAFETY: waitid filled the SIGCHLD fields (or left si_pid 0).
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return Ok(None);
-        }
-        return Ok(Some(match info.si_code {
-            libc::CLD_EXITED => Status::Code(status),
-            _ => Status::Signal(status),
-        }));
-    }
+fn wait_pidfd(pidfd: BorrowedFd<'_>, reap: bool, block: bool) -> std::io::Result<Option<Status>> {
+    waitid_pidfd(pidfd, reap, block)
 }
 
 /// Waits until `fd` is readable or `timeout` passes.
-fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let end = Instant::now() + timeout;
     loop {
         let left = end.saturating_duration_since(Instant::now());
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = timespec(left);
-        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-        if r > 0 {
-            return true;
+        let mut slots = PollSlots::<1>::new();
+        slots.set(0, fd, libc::POLLIN);
+        match slots.ppoll(Some(left)) {
+            Ok(n) if n > 0 => return true,
+            Err(e) if errno_is(&e, libc::EINTR) => continue,
+            _ => return false,
         }
-        if r == 0 || !errno_is(&last_err(), libc::EINTR) {
-            return false;
-        }
-    }
-}
-
-fn timespec(d: Duration) -> libc::timespec {
-    libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
     }
 }
 
@@ -303,11 +251,11 @@ struct MainChild {
 }
 
 impl MainChild {
-    fn kill_group(&self, sig: i32) {
+    fn kill_group(&self, sig: Signal) {
         if !self.reaped {
-            // SAFETY: kill has no memory preconditions. The child is not
-            // reaped, so its pid (= its process group id) is not reused.
-            unsafe { libc::kill(-self.pid, sig) };
+            // The child is not reaped, so its pid (= its process group id)
+            // is not reused. A group already gone (ESRCH) is fine.
+            let _ = killpg(Pid::from_raw(self.pid), sig);
         }
     }
 
@@ -317,22 +265,20 @@ impl MainChild {
             return Ok(None);
         }
         let status = match &self.pidfd {
-            Some(fd) => wait_pidfd(fd.as_raw_fd(), true, true)?,
-            None => {
-                let mut st = 0;
-                // SAFETY: waitpid on our own child.
-                while unsafe { libc::waitpid(self.pid, &mut st, 0) } < 0 {
-                    let e = last_err();
-                    if !errno_is(&e, libc::EINTR) {
-                        return Err(e);
+            Some(fd) => wait_pidfd(fd.as_fd(), true, true)?,
+            None => loop {
+                match waitpid(Pid::from_raw(self.pid), None) {
+                    Ok(WaitStatus::Exited(_, code)) => break Some(Status::Code(code)),
+                    Ok(WaitStatus::Signaled(_, sig, _)) => {
+                        break Some(Status::Signal(sig as i32));
                     }
+                    // Without WUNTRACED/WCONTINUED only a termination is
+                    // reported; anything else means no status to give.
+                    Ok(_) => break None,
+                    Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(e.into()),
                 }
-                Some(if libc::WIFEXITED(st) {
-                    Status::Code(libc::WEXITSTATUS(st))
-                } else {
-                    Status::Signal(libc::WTERMSIG(st))
-                })
-            }
+            },
         };
         self.reaped = true;
         live_main().retain(|p| *p != self.pid);
@@ -366,27 +312,19 @@ impl Stream {
         stop_after: u64,
     ) -> std::io::Result<u64> {
         let Some(fd) = &self.fd else { return Ok(0) };
-        let raw = fd.as_raw_fd();
         let mut got = 0u64;
         let mut reads = 0;
         while reads < max_reads {
-            // SAFETY: reads into a live buffer of the given length.
-            let n = unsafe { libc::read(raw, buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                let e = last_err();
-                if errno_is(&e, libc::EINTR) {
-                    continue;
-                }
-                if errno_is(&e, libc::EAGAIN) {
-                    break;
-                }
-                return Err(e);
-            }
+            let n = match read(fd, buf) {
+                Ok(n) => n,
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => break,
+                Err(e) => return Err(e.into()),
+            };
             if n == 0 {
                 self.fd = None;
                 break;
             }
-            let n = n as usize;
             self.cap.push(&buf[..n]);
             got += n as u64;
             reads += 1;
@@ -415,22 +353,17 @@ impl Input {
         let Some(fd) = &self.fd else { return Ok(()) };
         while self.off < self.data.len() {
             let rest = &self.data[self.off..];
-            // SAFETY: writes from a live slice. SIGPIPE is ignored by the
-            // Rust runtime, so a closed reader shows up as EPIPE.
-            let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
-            if n < 0 {
-                let e = last_err();
-                if errno_is(&e, libc::EINTR) {
-                    continue;
-                }
-                if errno_is(&e, libc::EAGAIN) {
-                    return Ok(());
-                }
+            // SIGPIPE is ignored by the Rust runtime, so a closed reader
+            // shows up as EPIPE.
+            let n = match write(fd, rest) {
+                Ok(n) => n,
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => return Ok(()),
                 // The child closed its stdin (EPIPE) or it broke otherwise:
                 // what it did not read is not ours to insist on.
-                break;
-            }
-            self.off += n as usize;
+                Err(_) => break,
+            };
+            self.off += n;
         }
         // All written (or the reader is gone): EOF tells the child.
         self.fd = None;
@@ -472,13 +405,8 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
         sandbox,
         marker,
     };
-    // SAFETY: pidfd_open on our unreaped child.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, main.pid, 0) };
-    if pidfd < 0 {
-        return Err(ExecError::Io(last_err()));
-    }
-    // SAFETY: the fd was just created and is owned by nobody else.
-    main.pidfd = Some(unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
+    // Our child, not yet reaped: the pid still names it.
+    main.pidfd = Some(pidfd_open(main.pid).map_err(ExecError::Io)?);
 
     let mut out = Stream {
         fd: Some(spawned.stdout),
@@ -490,9 +418,9 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
     };
     for s in [&out, &err] {
         if let Some(fd) = &s.fd {
-            set_nonblocking(fd.as_raw_fd())?;
-            // SAFETY: fcntl on our pipe; failure only costs throughput.
-            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+            set_nonblocking(fd.as_fd())?;
+            // Failure only costs throughput.
+            let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
         }
     }
     let mut input = Input {
@@ -501,7 +429,7 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
         off: 0,
     };
     if let Some(fd) = &input.fd {
-        set_nonblocking(fd.as_raw_fd())?;
+        set_nonblocking(fd.as_fd())?;
     }
     input.write_some()?;
 
@@ -533,7 +461,7 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
                     break;
                 }
                 reason = Some(r);
-                main.kill_group(libc::SIGTERM);
+                main.kill_group(Signal::SIGTERM);
                 kill_at = Some(now + spec.kill_grace);
             }
         }
@@ -552,63 +480,42 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
             timeout = Some(timeout.map_or(CANCEL_POLL, |t| t.min(CANCEL_POLL)));
         }
 
-        let mut fds = [libc::pollfd {
-            fd: -1,
-            events: 0,
-            revents: 0,
-        }; 5];
-        // Slots: 0 stdin, 1 stdout, 2 stderr, 3 pidfd, 4 cancel. A
-        // negative fd is ignored by poll.
-        if let Some(fd) = &input.fd {
-            fds[0] = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLOUT,
-                revents: 0,
-            };
-        }
-        for (slot, s) in [(1, &out), (2, &err)] {
-            if let Some(fd) = &s.fd {
-                fds[slot] = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
+        // Slots: 0 stdin, 1 stdout, 2 stderr, 3 pidfd, 4 cancel. The
+        // slots borrow the fds only for the wait: what they reported is
+        // copied out before any handler below may close one.
+        let (r, ready) = {
+            let mut slots = PollSlots::<5>::new();
+            if let Some(fd) = &input.fd {
+                slots.set(0, fd.as_fd(), libc::POLLOUT);
             }
-        }
-        if !exited && let Some(fd) = &main.pidfd {
-            fds[3] = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-        }
-        if watch_cancel && let Some(fd) = cancel.wake_fd() {
-            fds[4] = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-        }
-        let ts = timeout.map(timespec);
-        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-        // SAFETY: a valid array of pollfd and an optional timespec.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 5, ts_ptr, std::ptr::null()) };
-        if r < 0 {
-            let e = last_err();
-            if errno_is(&e, libc::EINTR) {
-                continue;
+            for (slot, s) in [(1, &out), (2, &err)] {
+                if let Some(fd) = &s.fd {
+                    slots.set(slot, fd.as_fd(), libc::POLLIN);
+                }
             }
-            return Err(e.into());
-        }
+            if !exited && let Some(fd) = &main.pidfd {
+                slots.set(3, fd.as_fd(), libc::POLLIN);
+            }
+            if watch_cancel && let Some(fd) = cancel.wake_fd() {
+                slots.set(4, fd, libc::POLLIN);
+            }
+            let r = slots.ppoll(timeout);
+            (r, std::array::from_fn::<i16, 5, _>(|i| slots.revents(i)))
+        };
+        let r = match r {
+            Ok(r) => r,
+            Err(e) if errno_is(&e, libc::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
         if r == 0 {
             continue;
         }
-        if fds[0].revents != 0 {
+        if ready[0] != 0 {
             input.write_some()?;
         }
         let mut over = false;
         for (slot, s) in [(1, &mut out), (2, &mut err)] {
-            if fds[slot].revents != 0 {
+            if ready[slot] != 0 {
                 // Checked after every read, so the kill follows the read
                 // that crossed the limit, not a whole batch later.
                 let budget = if limit > 0 {
@@ -627,9 +534,9 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
             reason = Some(Termination::OutputLimit);
             break;
         }
-        if fds[3].revents != 0
+        if ready[3] != 0
             && let Some(fd) = &main.pidfd
-            && wait_pidfd(fd.as_raw_fd(), false, false)?.is_some()
+            && wait_pidfd(fd.as_fd(), false, false)?.is_some()
         {
             exited = true;
             // A grandchild holding the pipes must not hold the result:
@@ -679,11 +586,11 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
 /// the orphans this run left with us, and waits until they are dead. The
 /// main child is left unreaped (the caller reaps it).
 fn kill_everything(main: &MainChild) {
-    main.kill_group(libc::SIGKILL);
+    main.kill_group(Signal::SIGKILL);
     if let Some(fd) = &main.pidfd {
         // Its children are re-parented when it exits: wait for that
         // before looking for them.
-        wait_readable(fd.as_raw_fd(), DEATH_WAIT);
+        wait_readable(fd.as_fd(), DEATH_WAIT);
     }
     // Before the cgroup kill: the sweep recognises the run's orphans by
     // their environment, which a dead process no longer shows.
@@ -813,10 +720,9 @@ fn stat_fields(pid: i32) -> Option<StatFields> {
 }
 
 fn reap_pid(pid: i32) {
-    let mut st = 0;
-    // SAFETY: waitpid on a child of ours; blocking is short since it was
-    // SIGKILLed (or is already a zombie).
-    while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && errno_is(&last_err(), libc::EINTR) {}
+    // A child of ours; blocking is short since it was SIGKILLed (or is
+    // already a zombie).
+    while waitpid(Pid::from_raw(pid), None) == Err(Errno::EINTR) {}
 }
 
 /// Kills and reaps the run's processes that were re-parented to us.
@@ -838,9 +744,9 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
             }
             match owner(pid, marker, &mut env) {
                 Owner::ThisRun => {
-                    // SAFETY: kill on our own unreaped child: its pid is
-                    // not reused before we reap it.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    // Our own unreaped child: its pid is not reused
+                    // before we reap it.
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                     killed.push(pid);
                 }
                 Owner::Other => {}
@@ -878,6 +784,7 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::unistd::{getpgrp, getppid, getsid};
 
     #[test]
     fn cancel_wakes_the_eventfd() {
@@ -893,8 +800,11 @@ mod tests {
     #[test]
     fn stat_fields_reads_our_own_process() {
         let st = stat_fields(std::process::id() as i32).unwrap();
-        // SAFETY: getppid/getpgrp/getsid have no preconditions.
-        let (ppid, pgrp, sid) = unsafe { (libc::getppid(), libc::getpgrp(), libc::getsid(0)) };
+        let (ppid, pgrp, sid) = (
+            getppid().as_raw(),
+            getpgrp().as_raw(),
+            getsid(None).unwrap().as_raw(),
+        );
         assert!(!st.zombie);
         assert_eq!((st.ppid, st.pgrp, st.sid), (ppid, pgrp, sid));
     }

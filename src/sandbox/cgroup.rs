@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::fcntl::{OFlag, open};
+use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
+use nix::unistd::Pid;
 
 /// What this host offers, found once in `Sandbox::prepare`.
 #[derive(Debug, Clone, Default)]
@@ -294,8 +296,8 @@ impl RunCgroup {
                     break;
                 }
                 for pid in pids {
-                    // SAFETY: kill has no memory-safety preconditions.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    // Already gone (ESRCH) is the outcome we want.
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 }
             }
             Ok(())
@@ -378,8 +380,8 @@ fn sweep_where(layout: &Layout, matches: impl Fn(&str) -> bool, wait: bool) -> u
                     break;
                 }
                 for pid in pids {
-                    // SAFETY: kill has no memory-safety preconditions.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    // Already gone (ESRCH) is the outcome we want.
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 }
                 if wait {
                     std::thread::sleep(std::time::Duration::from_millis(5));

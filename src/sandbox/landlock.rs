@@ -1,8 +1,11 @@
-//! Landlock, at the level of raw syscalls: the child applies the ruleset
-//! between fork and exec, where it may not allocate, so the `landlock`
-//! crate's builder (which allocates and returns rich errors) is not usable
-//! there. The parent does the costly part once: probing the ABI and opening
-//! every allowed path `O_PATH|O_CLOEXEC`.
+//! Landlock, at the level of the kernel's structures: the child applies the
+//! ruleset between fork and exec, where it may not allocate, so the
+//! `landlock` crate's builder (which allocates and returns rich errors) is
+//! not usable there. The parent does the costly part once, here: probing
+//! the ABI, choosing the rights and opening every allowed path
+//! `O_PATH|O_CLOEXEC`. The raw syscalls themselves (the probe and the
+//! child's `apply_in_child`) live in `crate::spawn::landlock_sys`, with the
+//! rest of the crate's `unsafe` code.
 //!
 //! Why the ruleset is created in the child and not once in the parent: the
 //! child must add a rule for its *own* `/proc/<pid>`, which only exists
@@ -12,7 +15,7 @@
 //! one `landlock_add_rule` per pre-opened fd (about 20), all on data
 //! prepared in the parent.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use nix::fcntl::{OFlag, open};
@@ -34,7 +37,6 @@ pub const SCOPE_SIGNAL: u64 = 1 << 1;
 
 pub const RULE_PATH_BENEATH: libc::c_int = 1;
 pub const RULE_NET_PORT: libc::c_int = 2;
-const CREATE_RULESET_VERSION: libc::c_uint = 1;
 
 /// Rights that apply to a non-directory; adding any other right to a rule
 /// on a file is EINVAL.
@@ -71,16 +73,7 @@ pub struct NetPortAttr {
 
 /// The kernel's Landlock ABI version, 0 when unavailable.
 pub fn probe_abi() -> u32 {
-    // SAFETY: the version query takes no pointer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<RulesetAttr>(),
-            0usize,
-            CREATE_RULESET_VERSION,
-        )
-    };
-    if r < 0 { 0 } else { r as u32 }
+    crate::spawn::landlock_sys::abi_version()
 }
 
 /// Every filesystem right the ABI knows.
@@ -181,92 +174,6 @@ pub fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
         access,
         path: path.display().to_string(),
     })
-}
-
-/// Child side: create, fill and enforce the ruleset. Raw syscalls only.
-/// Returns the failing step and errno.
-///
-/// # Safety
-/// Called between fork and exec: must not allocate or lock. `extra` are
-/// additional (fd, access) directory rules such as the per-run home.
-pub unsafe fn apply_in_child(plan: &Plan, extra: &[(i32, u64)]) -> Result<(), (Step, i32)> {
-    let errno = || {
-        std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
-    // SAFETY: plain syscalls on memory owned by `plan`, valid for the call.
-    unsafe {
-        let rs = libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &plan.attr as *const RulesetAttr,
-            plan.attr_size,
-            0u32,
-        );
-        if rs < 0 {
-            return Err((Step::LandlockCreate, errno()));
-        }
-        let rs = rs as libc::c_int;
-        let add = |fd: i32, access: u64| -> Result<(), (Step, i32)> {
-            if access == 0 {
-                return Ok(());
-            }
-            let attr = PathBeneathAttr {
-                allowed_access: access,
-                parent_fd: fd,
-            };
-            let r = libc::syscall(
-                libc::SYS_landlock_add_rule,
-                rs,
-                RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0u32,
-            );
-            if r < 0 {
-                Err((Step::LandlockAddRule, errno()))
-            } else {
-                Ok(())
-            }
-        };
-        for rule in &plan.paths {
-            add(rule.fd.as_raw_fd(), rule.access)?;
-        }
-        for (fd, access) in extra {
-            add(*fd, *access)?;
-        }
-        // After fork, "/proc/self" resolves to this child's own pid dir,
-        // which stays the same process across exec.
-        // Raw syscalls, not libc's cancellable wrappers: the child shares
-        // the parent's memory (see `crate::spawn`).
-        let me = libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            c"/proc/self".as_ptr(),
-            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
-        ) as libc::c_int;
-        if me < 0 {
-            return Err((Step::ProcSelf, errno()));
-        }
-        add(me, plan.proc_self_access)?;
-        for port in &plan.ports {
-            let r = libc::syscall(
-                libc::SYS_landlock_add_rule,
-                rs,
-                RULE_NET_PORT,
-                port as *const NetPortAttr,
-                0u32,
-            );
-            if r < 0 {
-                return Err((Step::LandlockAddRule, errno()));
-            }
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, rs, 0u32) < 0 {
-            return Err((Step::LandlockRestrict, errno()));
-        }
-        libc::syscall(libc::SYS_close, me);
-        libc::syscall(libc::SYS_close, rs);
-    }
-    Ok(())
 }
 
 /// Steps of the child's setup, reported through the error pipe.

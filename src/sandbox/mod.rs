@@ -121,9 +121,7 @@ const SYSTEM_READ: &[&str] = &[
 pub const TEST_NO_LANDLOCK_ENV: &str = "AGENT_EXEC_TEST_NO_LANDLOCK";
 
 fn seccomp_filter_available() -> bool {
-    let action: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO
-    // SAFETY: SECCOMP_GET_ACTION_AVAIL only reads the u32 we pass.
-    unsafe { libc::syscall(libc::SYS_seccomp, 2u32, 0u32, &action as *const u32) == 0 }
+    crate::spawn::sys::seccomp_filter_available()
 }
 
 impl Sandbox {

@@ -1,4 +1,17 @@
-//! Starting the child: the only code that runs between clone and exec.
+//! Starting the child: the only code that runs between clone and exec, and
+//! the only module of the crate allowed to write `unsafe`.
+//!
+//! The rule "all `unsafe` and all post-fork code in one small module" is
+//! enforced by the compiler: `lib.rs` denies `unsafe_code` crate-wide and
+//! lifts the lint for this module tree alone (`#[allow(unsafe_code)] pub
+//! mod spawn`). Inside it:
+//! - this file: clone/exec and the child's setup sequence;
+//! - [`landlock_sys`]: Landlock's raw syscalls, the ABI probe and the
+//!   ruleset the child enforces (the parent decides its content in
+//!   `crate::sandbox::landlock`);
+//! - [`sys`]: small safe wrappers (pidfd, `waitid` on a pidfd, `ppoll` on
+//!   fixed slots, the seccomp probe) for the parent-side code in `exec` and
+//!   `sandbox`, which use them, or `nix`, and no `unsafe` of their own.
 //!
 //! Everything the child needs (argv, envp, cwd, the prepared sandbox) is
 //! built in the parent beforehand. The child makes raw syscalls only: no
@@ -51,7 +64,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::sandbox::RunSandbox;
-use crate::sandbox::landlock::{self, Step};
+use crate::sandbox::landlock::Step;
+
+pub mod landlock_sys;
+pub mod sys;
 
 /// What to run, fully prepared in the parent.
 #[derive(Debug)]
@@ -462,7 +478,7 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
             );
             check!(libc::chdir(plan.cwd), Step::Chdir);
             if let Some(ll) = &sb.shared.landlock
-                && let Err((step, errno)) = landlock::apply_in_child(ll, &plan.run_rules)
+                && let Err((step, errno)) = landlock_sys::apply_in_child(ll, &plan.run_rules)
             {
                 *libc::__errno_location() = errno;
                 fail(err_fd, step);

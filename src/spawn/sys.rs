@@ -1,0 +1,175 @@
+//! Safe wrappers for the few raw syscalls the parent side of the crate
+//! needs and `nix` does not offer. Each takes and returns owned or
+//! borrowed fds (never bare integers it would have to trust), so a caller
+//! cannot hand the kernel a dangling pointer or adopt an fd it does not
+//! own. Everything `nix` already wraps safely (kill, waitpid, fcntl,
+//! eventfd, prctl) is used from `nix` directly by the callers.
+
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// `pidfd_open(pid, 0)`: an fd that refers to the process `pid` for as long
+/// as the fd lives, immune to pid reuse.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just created this fd; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// How a child ended, as `waitid` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildExit {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed (or dumped) by this signal.
+    Signal(i32),
+}
+
+/// `waitid(P_PIDFD, pidfd, WEXITED | ...)`, retried on EINTR. `reap` false
+/// adds WNOWAIT (the child stays a zombie, its pid reserved); `block` false
+/// adds WNOHANG. `Ok(None)`: not exited yet (only without `block`).
+pub fn waitid_pidfd(
+    pidfd: BorrowedFd<'_>,
+    reap: bool,
+    block: bool,
+) -> io::Result<Option<ChildExit>> {
+    use std::os::fd::AsRawFd;
+    let mut flags = libc::WEXITED;
+    if !reap {
+        flags |= libc::WNOWAIT;
+    }
+    if !block {
+        flags |= libc::WNOHANG;
+    }
+    loop {
+        // SAFETY: siginfo_t is plain data; all-zero is a valid value, and
+        // it is what tells "no child ready" (si_pid 0) under WNOHANG.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`, which outlives the call.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                flags,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        // SAFETY: for waitid the kernel fills the SIGCHLD view of the
+        // union (or leaves it zeroed), which these accessors read.
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        return Ok(Some(match info.si_code {
+            libc::CLD_EXITED => ChildExit::Code(status),
+            _ => ChildExit::Signal(status),
+        }));
+    }
+}
+
+/// A fixed set of `N` poll slots, each empty or watching one borrowed fd.
+/// Unlike `nix::poll::PollFd`, a slot may be empty (fd -1, which the kernel
+/// ignores), so slot numbers stay fixed whichever fds are still open.
+#[derive(Debug)]
+pub struct PollSlots<'fd, const N: usize> {
+    fds: [libc::pollfd; N],
+    _borrow: PhantomData<BorrowedFd<'fd>>,
+}
+
+impl<'fd, const N: usize> Default for PollSlots<'fd, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'fd, const N: usize> PollSlots<'fd, N> {
+    /// All slots empty.
+    pub fn new() -> Self {
+        PollSlots {
+            fds: [libc::pollfd {
+                fd: -1,
+                events: 0,
+                revents: 0,
+            }; N],
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Watches `fd` for `events` (`libc::POLLIN`, `libc::POLLOUT`) in
+    /// `slot`. Out-of-range slots are ignored.
+    pub fn set(&mut self, slot: usize, fd: BorrowedFd<'fd>, events: i16) {
+        use std::os::fd::AsRawFd;
+        if let Some(p) = self.fds.get_mut(slot) {
+            *p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events,
+                revents: 0,
+            };
+        }
+    }
+
+    /// What the last `ppoll` reported for `slot` (0 when nothing).
+    pub fn revents(&self, slot: usize) -> i16 {
+        self.fds.get(slot).map_or(0, |p| p.revents)
+    }
+
+    /// `ppoll` without a signal mask; `None` waits forever. Returns how many
+    /// slots are ready (0 on timeout). EINTR is returned, not retried, so
+    /// the caller recomputes its deadlines.
+    pub fn ppoll(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let ts = timeout.map(timespec);
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: `fds` is a live array of N pollfd, `ts_ptr` is null or
+        // points to `ts`, which outlives the call; no signal mask.
+        let r = unsafe {
+            libc::ppoll(
+                self.fds.as_mut_ptr(),
+                N as libc::nfds_t,
+                ts_ptr,
+                std::ptr::null(),
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(r as usize)
+    }
+}
+
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+/// Whether seccomp filters can return errno (SECCOMP_GET_ACTION_AVAIL for
+/// SECCOMP_RET_ERRNO): true when the kernel can install our filter.
+pub fn seccomp_filter_available() -> bool {
+    const SECCOMP_GET_ACTION_AVAIL: u32 = 2;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    let action: u32 = SECCOMP_RET_ERRNO;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL only reads the u32 we pass, which
+    // lives until the call returns.
+    unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0u32,
+            &action as *const u32,
+        ) == 0
+    }
+}

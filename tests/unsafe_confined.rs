@@ -1,0 +1,58 @@
+//! The crate keeps every `unsafe` block in the `spawn` module tree. The
+//! compiler enforces it through `#![deny(unsafe_code)]` in `lib.rs` and a
+//! single `#[allow(unsafe_code)]` on `spawn`; this test guards those two
+//! attributes, so the rule cannot be lifted elsewhere without failing CI.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn unsafe_code_is_denied_outside_spawn() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = fs::read_to_string(src.join("lib.rs")).unwrap();
+    assert!(
+        lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"),
+        "lib.rs must deny unsafe_code crate-wide"
+    );
+
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut lifted = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let l = line.trim();
+            let lifts = [
+                "allow(unsafe_code)",
+                "expect(unsafe_code)",
+                "warn(unsafe_code)",
+            ]
+            .iter()
+            .any(|a| l.contains(a));
+            if !lifts || l.starts_with("//") {
+                continue;
+            }
+            let next = lines.get(i + 1).map_or("", |n| n.trim());
+            let on_spawn = file.ends_with("lib.rs") && next == "pub mod spawn;";
+            if !on_spawn {
+                lifted.push(format!("{}:{}: {l}", file.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        lifted.is_empty(),
+        "unsafe_code may only be allowed on `spawn`: {lifted:?}"
+    );
+}
