@@ -101,7 +101,11 @@ fn a_keyed_call_interrupted_by_a_crash_is_answered_cancelled_not_rerun() {
         let mut d = fx.start(&[]);
         let mut c = fx.connect();
         c.send(&req);
-        wait_until("the command runs", || !pids_with(&marker).is_empty());
+        // The marker is in bash's command line before the echo has run:
+        // wait for the echo's effect too, so the crash hits the sleep.
+        wait_until("the command runs", || {
+            !pids_with(&marker).is_empty() && count(&fx) == 1
+        });
         d.signal(nix::sys::signal::Signal::SIGKILL);
         d.wait();
         wait_until("the command died with the daemon", || {
