@@ -33,7 +33,7 @@ def load_matplotlib():
     return plt
 
 
-TITLES = {"true": "/bin/true", "python": "python3 -c pass"}
+TITLES = {"true": "true (the policy-allowed spelling)", "python": "python3 -c pass"}
 
 
 def main():

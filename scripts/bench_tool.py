@@ -524,7 +524,7 @@ def timeout_bench(a):
     }
     write_json(a.out, summary)
     print(f"\n### timeout precision ({a.runs} runs, deadline {a.timeout_ms} ms)\n")
-    print(f"command: `{TIMEOUT_SHELLS[variant][1]}`\n")
+    print(f"command: `{summary['command']}`\n")
     print(
         table(
             ["what", "ms"],
