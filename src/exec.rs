@@ -462,6 +462,9 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
                 }
                 reason = Some(r);
                 main.kill_group(Signal::SIGTERM);
+                if let Some(sb) = &main.sandbox {
+                    sb.signal_all(Signal::SIGTERM);
+                }
                 kill_at = Some(now + spec.kill_grace);
             }
         }
@@ -539,6 +542,11 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
             && wait_pidfd(fd.as_fd(), false, false)?.is_some()
         {
             exited = true;
+            if reason.is_some() {
+                // Stopped and gone: the grace was for it to clean up. What
+                // it left behind was told too and gets no longer wait.
+                break;
+            }
             // A grandchild holding the pipes must not hold the result:
             // read on only until the drain ends (or the grace, or the
             // deadline, whichever comes first).

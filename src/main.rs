@@ -273,7 +273,9 @@ fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
     let Some(path) = path else {
         return Err("no policy given: pass --policy FILE (no policy, no run)".into());
     };
-    Policy::load(path).map_err(|e| e.to_string())
+    // A one-shot run pays the example check once per policy and binary.
+    let memo = agent_exec::sandbox::rundir::private_dir("verified-policies");
+    Policy::load_remembering(path, memo.as_deref()).map_err(|e| e.to_string())
 }
 
 fn command_of(t: &Target) -> Result<CommandSpec, String> {

@@ -158,16 +158,10 @@ pub fn trace_options(
     record_full: bool,
     rotate_bytes: Option<u64>,
 ) -> trace::TraceOptions {
-    let secret_names = match regex::RegexBuilder::new(&policy.env.secret_pattern)
-        .case_insensitive(true)
-        .build()
-    {
-        Ok(re) => std::env::vars_os()
-            .filter_map(|(k, _)| k.to_str().map(str::to_string))
-            .filter(|k| re.is_match(k))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
+    let secret_names = std::env::vars_os()
+        .filter_map(|(k, _)| k.to_str().map(str::to_string))
+        .filter(|k| policy.is_secret_name(k))
+        .collect();
     trace::TraceOptions {
         record_full: record_full || policy.trace.record_full,
         secret_names,
@@ -189,7 +183,7 @@ impl Service {
             Some(dir) => Some(Store::open(dir)?),
             None => None,
         };
-        let base_env = base_env(&cfg.policy)?;
+        let base_env = base_env(&cfg.policy);
         let pid = std::process::id();
         Ok(Service {
             policy: Arc::new(cfg.policy),
@@ -903,10 +897,7 @@ pub fn args_json(req: &RunRequest) -> Value {
     Value::Object(m)
 }
 
-fn base_env(policy: &Policy) -> Result<BaseEnv, regex::Error> {
-    let secret = regex::RegexBuilder::new(&policy.env.secret_pattern)
-        .case_insensitive(true)
-        .build()?;
+fn base_env(policy: &Policy) -> BaseEnv {
     let keeps = |name: &str| {
         policy.env.keep.iter().any(|k| match k.strip_suffix('*') {
             Some(prefix) => name.starts_with(prefix),
@@ -919,14 +910,14 @@ fn base_env(policy: &Policy) -> Result<BaseEnv, regex::Error> {
         let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
             continue;
         };
-        if secret.is_match(k) {
+        if policy.is_secret_name(k) {
             scrubbed.push(k.to_string());
         } else if keeps(k) && !matches!(k, "PATH" | "HOME" | "TMPDIR") {
             entries.push((k.to_string(), v.to_string()));
         }
     }
     for (k, v) in &policy.env.set {
-        if secret.is_match(k) {
+        if policy.is_secret_name(k) {
             scrubbed.push(k.clone());
         } else if !matches!(k.as_str(), "PATH" | "HOME" | "TMPDIR") {
             entries.retain(|(n, _)| n != k);
@@ -935,7 +926,7 @@ fn base_env(policy: &Policy) -> Result<BaseEnv, regex::Error> {
     }
     scrubbed.sort();
     scrubbed.dedup();
-    Ok(BaseEnv { entries, scrubbed })
+    BaseEnv { entries, scrubbed }
 }
 
 /// Asks the human at the controlling terminal. Anything but an explicit

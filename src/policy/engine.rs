@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-use regex::{Regex, RegexSet};
+use regex_automata::meta::Regex;
 use serde::Deserialize;
 
 use super::hidden;
@@ -109,9 +110,47 @@ pub(crate) struct Rule {
     /// The first operand is a pattern or script, not a path (`grep`,
     /// `sed`, `awk`), unless `-e`/`-f` supplied it.
     pub pattern_operand: bool,
-    pub args_regex: Option<Regex>,
-    pub pattern: Option<String>,
+    pub args_regex: Option<LazyRegex>,
+    pub pattern: Option<LazyRegex>,
     pub line: usize,
+}
+
+/// A policy regex, syntax-checked at load and compiled on first use: a CLI
+/// run decides one command, which needs few of the policy's regexes, and
+/// compiling all of them was most of its start-up. A full load
+/// (`Policy::load`) compiles every one up front.
+#[derive(Debug, Clone)]
+pub(crate) struct LazyRegex {
+    source: String,
+    compiled: OnceLock<Option<Regex>>,
+}
+
+impl LazyRegex {
+    pub(crate) fn new(source: String) -> LazyRegex {
+        LazyRegex {
+            source,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Compiles now (a full load does this for every regex).
+    pub(crate) fn compile(&self) -> Result<(), Box<regex_automata::meta::BuildError>> {
+        let re = super::load::policy_regex(&self.source)?;
+        let _ = self.compiled.set(Some(re));
+        Ok(())
+    }
+
+    /// `None` only when compiling failed (a size limit; the syntax was
+    /// checked at load): callers then fail closed.
+    pub(crate) fn get(&self) -> Option<&Regex> {
+        self.compiled
+            .get_or_init(|| super::load::policy_regex(&self.source).ok())
+            .as_ref()
+    }
 }
 
 /// What matched, for choosing among rules and reporting.
@@ -189,8 +228,14 @@ impl Rule {
             m.specificity += 1;
             m.token = Some(hit.value.as_str());
         }
-        if let Some(re) = &self.args_regex {
-            let hit = args.iter().find(|a| re.is_match(&a.value))?;
+        if let Some(lazy) = &self.args_regex {
+            // A regex that cannot be compiled matches for a refusing rule
+            // and never for an allowing one.
+            let hit = match lazy.get() {
+                Some(re) => args.iter().find(|a| re.is_match(a.value.as_bytes()))?,
+                None if self.action != Verdict::Allow => args.first()?,
+                None => return None,
+            };
             m.specificity += 1;
             m.token = Some(hit.value.as_str());
         }
@@ -203,9 +248,10 @@ impl Rule {
 pub(crate) struct Engine {
     pub rules: Vec<Rule>,
     pub by_program: HashMap<String, Vec<usize>>,
-    pub raw_set: RegexSet,
+    /// Rules with a raw `pattern`, tried one by one: a combined set would
+    /// compile every pattern a second time at each start for a per-decision
+    /// gain the benchmarks cannot see.
     pub raw_rules: Vec<usize>,
-    pub raw_regexes: Vec<Regex>,
     /// Areas arguments may name for reading, besides the root.
     pub readable: Vec<PathBuf>,
     /// Areas (besides the root) that may be written.
@@ -218,6 +264,9 @@ pub(crate) struct Engine {
     pub home: Option<PathBuf>,
     /// `(name, is_prefix)` from `[shell] deny_assignments`.
     pub deny_assign: Vec<(String, bool)>,
+    /// `[env] secret_pattern`, case-insensitive: names of variables whose
+    /// values never reach the child or a trace.
+    pub secret_names: regex_lite::Regex,
     pub example_count: usize,
 }
 
@@ -533,6 +582,12 @@ fn feature_verdict(a: FeatureAction) -> Verdict {
 }
 
 impl Policy {
+    /// Whether an environment variable's name marks its value as secret
+    /// (`[env] secret_pattern`, case-insensitive).
+    pub fn is_secret_name(&self, name: &str) -> bool {
+        self.engine.secret_names.is_match(name)
+    }
+
     /// Decides a request. Pure apart from resolving paths that exist (and,
     /// when the policy's PATH has non-system entries, program lookups).
     pub fn decide(&self, cmd: &CommandSpec, ctx: &Context) -> Result<Decision, ParseError> {
@@ -654,11 +709,20 @@ impl<'p> Walk<'p> {
         if self.engine.raw_rules.is_empty() {
             return;
         }
-        for i in self.engine.raw_set.matches(text).iter() {
-            let rule = &self.engine.rules[self.engine.raw_rules[i]];
-            let token = self.engine.raw_regexes[i]
-                .find(text)
-                .map(|m| m.as_str().to_string());
+        for &i in &self.engine.raw_rules {
+            let rule = &self.engine.rules[i];
+            let Some(lazy) = &rule.pattern else { continue };
+            // Pattern rules only refuse, so one that cannot be compiled
+            // refuses everything.
+            let token = match lazy.get() {
+                Some(re) => match re.find(text.as_bytes()) {
+                    Some(hit) => {
+                        Some(String::from_utf8_lossy(&text.as_bytes()[hit.range()]).into_owned())
+                    }
+                    None => continue,
+                },
+                None => None,
+            };
             self.offer(rule.action, rule.risk, || {
                 (rule.id.clone(), rule.reason.clone(), token)
             });

@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use regex::{Regex, RegexSet};
+use regex_automata::meta::Regex;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
-use super::engine::{Engine, OptSpec, Rule, Writes};
-use super::error::{ExampleFailure, Issue, PolicyError, line_col, line_text};
+use super::engine::{Engine, LazyRegex, OptSpec, Rule, Writes};
+use super::error::{ExampleFailure, Issue, LineIndex, PolicyError, line_col, line_text};
 use super::{
     BudgetPolicy, Context, DaemonPolicy, EnvPolicy, FeatureAction, Limits, Policy, RiskLevel,
     SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
@@ -107,45 +107,44 @@ struct ExampleFile {
 }
 
 impl Policy {
-    /// Reads and validates a policy file.
+    /// Reads and validates a policy file: every regex compiled, every
+    /// example checked.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                PolicyError::NotFound {
-                    path: shown.clone(),
-                }
-            } else {
-                PolicyError::Io {
-                    path: shown.clone(),
-                    source,
-                }
-            }
-        })?;
-        let text = String::from_utf8(bytes).map_err(|e| PolicyError::Syntax {
-            origin: shown.clone(),
-            line: line_col(
-                &String::from_utf8_lossy(e.as_bytes()),
-                e.utf8_error().valid_up_to(),
-            )
-            .0,
-            column: 0,
-            message: "the file is not valid UTF-8".into(),
-            source_line: String::new(),
-        })?;
+        let (text, shown) = read(path)?;
         Policy::parse(&text, &shown)
+    }
+
+    /// `load` for a one-shot CLI: a policy whose exact bytes this exact
+    /// binary has fully loaded before (remembered as a marker in
+    /// `memo_dir`, a directory only the supervisor's user can write) skips
+    /// the example check and compiles its regexes on first use. Anything
+    /// else gets the full load, and a success is remembered.
+    pub fn load_remembering(path: &Path, memo_dir: Option<&Path>) -> Result<Policy, PolicyError> {
+        let (text, shown) = read(path)?;
+        Policy::parse_with(&text, &shown, memo_dir)
     }
 
     /// Parses and validates policy text; `origin` names it in messages.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        Policy::parse_with(text, origin, None)
+    }
+
+    fn parse_with(
+        text: &str,
+        origin: &str,
+        memo_dir: Option<&Path>,
+    ) -> Result<Policy, PolicyError> {
         let file: PolicyFile = toml::from_str(text).map_err(|e| syntax_error(text, origin, &e))?;
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
+        let marker = memo_dir.and_then(|dir| memo_marker(dir, &sha256));
+        let remembered = marker.as_ref().is_some_and(|m| m.exists());
+        let lines = LineIndex::new(text);
         let mut issues = Vec::new();
 
         let shell_line = file
             .shell
             .as_ref()
-            .map_or(0, |s| line_col(text, s.span().start).0);
+            .map_or(0, |s| lines.line(s.span().start));
         let shell = file.shell.map(Spanned::into_inner).unwrap_or_default();
         for (key, action) in [
             ("program_expansion", shell.program_expansion),
@@ -169,13 +168,24 @@ impl Policy {
                 message: "must be between 1 and 16".into(),
             });
         }
-        if let Err(e) = Regex::new(&file.env.secret_pattern) {
-            issues.push(Issue {
-                line: find_key_line(text, "secret_pattern"),
-                key: "env.secret_pattern".into(),
-                message: format!("invalid regex: {e}"),
-            });
-        }
+        // regex-lite: this pattern only ever meets a few dozen short variable
+        // names, so building it (15x faster than a full regex, measured)
+        // is what counts; its case folding is ASCII, like the other
+        // policy regexes.
+        let secret_names = match regex_lite::RegexBuilder::new(&file.env.secret_pattern)
+            .case_insensitive(true)
+            .build()
+        {
+            Ok(re) => Some(re),
+            Err(e) => {
+                issues.push(Issue {
+                    line: find_key_line(text, "secret_pattern"),
+                    key: "env.secret_pattern".into(),
+                    message: format!("invalid regex: {e}"),
+                });
+                None
+            }
+        };
         if file.limits.timeout_ms > file.limits.max_timeout_ms {
             issues.push(Issue {
                 line: find_key_line(text, "timeout_ms"),
@@ -184,19 +194,14 @@ impl Policy {
             });
         }
 
-        let rules = compile_rules(text, &file.rules, &mut issues);
-        if !issues.is_empty() {
+        let rules = compile_rules(&lines, &file.rules, remembered, &mut issues);
+        let Some(secret_names) = secret_names.filter(|_| issues.is_empty()) else {
             return Err(PolicyError::Invalid {
                 origin: origin.to_string(),
                 issues,
             });
-        }
-        let engine = build_engine(rules, &file.env, &file.sandbox, &shell).map_err(|issues| {
-            PolicyError::Invalid {
-                origin: origin.to_string(),
-                issues,
-            }
-        })?;
+        };
+        let engine = build_engine(rules, &file.env, &file.sandbox, &shell, secret_names);
 
         let mut policy = Policy {
             name: file.name,
@@ -215,7 +220,18 @@ impl Policy {
             engine,
         };
         policy.engine.example_count = file.examples.len();
-        check_examples(&policy, text, origin, &file.examples)?;
+        if remembered {
+            return Ok(policy);
+        }
+        compile_all(&policy.engine.rules).map_err(|issues| PolicyError::Invalid {
+            origin: origin.to_string(),
+            issues,
+        })?;
+        check_examples(&policy, &lines, origin, &file.examples)?;
+        if let Some(m) = marker {
+            // Best effort: without the marker the next run loads in full.
+            let _ = std::fs::write(m, b"");
+        }
         Ok(policy)
     }
 
@@ -339,20 +355,139 @@ fn syntax_error(text: &str, origin: &str, e: &toml::de::Error) -> PolicyError {
     }
 }
 
+/// Builds every regex now, so a full load refuses a pattern that parses but
+/// cannot be compiled (over the size limit) instead of failing closed later.
+fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
+    let mut issues = Vec::new();
+    for rule in rules {
+        for (key, re) in [("pattern", &rule.pattern), ("args_regex", &rule.args_regex)] {
+            if let Some(Err(e)) = re.as_ref().map(LazyRegex::compile) {
+                issues.push(Issue {
+                    line: rule.line,
+                    key: format!("rule {}: {key}", rule.id),
+                    message: format!("invalid regex: {e}"),
+                });
+            }
+        }
+    }
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
+}
+
+/// Where a full load of these policy bytes by this binary is remembered.
+/// The binary is named by its version and its file's identity (device,
+/// inode, size, mtime), so a rebuilt engine checks the examples again.
+fn memo_marker(dir: &Path, policy_sha256: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = std::fs::metadata("/proc/self/exe").ok()?;
+    let identity = format!(
+        "{}:{}:{}:{}:{}:{}",
+        env!("CARGO_PKG_VERSION"),
+        exe.dev(),
+        exe.ino(),
+        exe.size(),
+        exe.mtime(),
+        exe.mtime_nsec()
+    );
+    let binary = hex::encode(Sha256::digest(identity.as_bytes()));
+    Some(dir.join(format!("{policy_sha256}-{}", &binary[..16])))
+}
+
+/// The file's text and how to name it in messages.
+fn read(path: &Path) -> Result<(String, String), PolicyError> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            PolicyError::NotFound {
+                path: shown.clone(),
+            }
+        } else {
+            PolicyError::Io {
+                path: shown.clone(),
+                source,
+            }
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| PolicyError::Syntax {
+        origin: shown.clone(),
+        line: line_col(
+            &String::from_utf8_lossy(e.as_bytes()),
+            e.utf8_error().valid_up_to(),
+        )
+        .0,
+        column: 0,
+        message: "the file is not valid UTF-8".into(),
+        source_line: String::new(),
+    })?;
+    Ok((text, shown))
+}
+
+/// Every regex of a policy matches bytes with ASCII classes: `\s`, `\w`,
+/// `\b` and `(?i)` mean what the shell means (its blanks and metacharacters
+/// are ASCII), and compiling skips the Unicode tables, which were most of
+/// the CLI's start-up.
+pub(crate) fn policy_regex(pattern: &str) -> Result<Regex, Box<regex_automata::meta::BuildError>> {
+    use regex_automata::{meta, nfa::thompson::WhichCaptures, util::syntax};
+    // Only "does it match, and where": no capture groups, and no eagerly
+    // determinized DFA (the lazy one is as fast on command-sized text and
+    // costs nothing to build), which halves the build time.
+    meta::Builder::new()
+        .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .configure(
+            meta::Config::new()
+                .dfa(false)
+                .onepass(false)
+                .backtrack(false)
+                .utf8_empty(false)
+                .which_captures(WhichCaptures::Implicit),
+        )
+        .build(pattern)
+        .map_err(Box::new)
+}
+
+/// The load-time check of a policy regex: the same syntax `policy_regex`
+/// accepts, without building the automata.
+fn check_regex(pattern: &str) -> Result<LazyRegex, String> {
+    regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .build()
+        .parse(pattern)
+        .map(|_| LazyRegex::new(pattern.to_string()))
+        .map_err(|e| e.to_string())
+}
+
 fn find_key_line(text: &str, key: &str) -> usize {
     text.lines()
         .position(|l| l.trim_start().starts_with(key) && l.contains('='))
         .map_or(0, |i| i + 1)
 }
 
-fn compile_rules(text: &str, files: &[Spanned<RuleFile>], issues: &mut Vec<Issue>) -> Vec<Rule> {
+/// `remembered`: these exact bytes passed a full load before, so the
+/// regexes' syntax is known good and is not parsed again.
+fn compile_rules(
+    lines: &LineIndex,
+    files: &[Spanned<RuleFile>],
+    remembered: bool,
+    issues: &mut Vec<Issue>,
+) -> Vec<Rule> {
+    let check = |p: &str| {
+        if remembered {
+            Ok(LazyRegex::new(p.to_string()))
+        } else {
+            check_regex(p)
+        }
+    };
     let mut rules = Vec::with_capacity(files.len());
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for spanned in files {
-        let line = line_col(text, spanned.span().start).0;
+        let line = lines.line(spanned.span().start);
         let r = spanned.get_ref();
         let id = r.id.get_ref().as_str();
-        let id_line = line_col(text, r.id.span().start).0;
+        let id_line = lines.line(r.id.span().start);
         let mut bad = |key: &str, message: String| {
             issues.push(Issue {
                 line: id_line.max(line),
@@ -389,11 +524,11 @@ fn compile_rules(text: &str, files: &[Spanned<RuleFile>], issues: &mut Vec<Issue
             );
         }
         let pattern = match &r.pattern {
-            Some(p) => match Regex::new(p.get_ref()) {
-                Ok(_) => Some(p.get_ref().clone()),
+            Some(p) => match check(p.get_ref()) {
+                Ok(re) => Some(re),
                 Err(e) => {
                     issues.push(Issue {
-                        line: line_col(text, p.span().start).0,
+                        line: lines.line(p.span().start),
                         key: format!("rule {id}: pattern"),
                         message: format!("invalid regex: {e}"),
                     });
@@ -403,11 +538,11 @@ fn compile_rules(text: &str, files: &[Spanned<RuleFile>], issues: &mut Vec<Issue
             None => None,
         };
         let args_regex = match &r.args_regex {
-            Some(p) => match Regex::new(p.get_ref()) {
+            Some(p) => match check(p.get_ref()) {
                 Ok(re) => Some(re),
                 Err(e) => {
                     issues.push(Issue {
-                        line: line_col(text, p.span().start).0,
+                        line: lines.line(p.span().start),
                         key: format!("rule {id}: args_regex"),
                         message: format!("invalid regex: {e}"),
                     });
@@ -523,8 +658,8 @@ fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
             let same_conditions = a.prefix == b.prefix
                 && a.options == b.options
                 && a.global_options_only == b.global_options_only
-                && a.args_regex.as_ref().map(Regex::as_str)
-                    == b.args_regex.as_ref().map(Regex::as_str);
+                && a.args_regex.as_ref().map(LazyRegex::as_str)
+                    == b.args_regex.as_ref().map(LazyRegex::as_str);
             if !same_conditions {
                 continue;
             }
@@ -555,32 +690,18 @@ fn build_engine(
     env: &EnvPolicy,
     sandbox: &SandboxPolicy,
     shell: &ShellPolicy,
-) -> Result<Engine, Vec<Issue>> {
+    secret_names: regex_lite::Regex,
+) -> Engine {
     let mut by_program: HashMap<String, Vec<usize>> = HashMap::new();
     let mut raw_rules = Vec::new();
-    let mut raw_regexes = Vec::new();
     for (i, rule) in rules.iter().enumerate() {
         for p in &rule.programs {
             by_program.entry(p.clone()).or_default().push(i);
         }
-        if let Some(p) = &rule.pattern {
+        if rule.pattern.is_some() {
             raw_rules.push(i);
-            raw_regexes.push(Regex::new(p).map_err(|e| {
-                vec![Issue {
-                    line: rule.line,
-                    key: format!("rule {}: pattern", rule.id),
-                    message: e.to_string(),
-                }]
-            })?);
         }
     }
-    let raw_set = RegexSet::new(raw_regexes.iter().map(Regex::as_str)).map_err(|e| {
-        vec![Issue {
-            line: 0,
-            key: "rule pattern".into(),
-            message: format!("patterns do not compile together: {e}"),
-        }]
-    })?;
 
     let mut readable: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
     let extra = |list: &[String], out: &mut Vec<PathBuf>| {
@@ -633,25 +754,24 @@ fn build_engine(
         })
         .collect();
 
-    Ok(Engine {
+    Engine {
         rules,
         by_program,
-        raw_set,
         raw_rules,
-        raw_regexes,
         readable,
         writable,
         path_trusted,
         path_entries,
         home,
         deny_assign,
+        secret_names,
         example_count: 0,
-    })
+    }
 }
 
 fn check_examples(
     policy: &Policy,
-    text: &str,
+    lines: &LineIndex,
     origin: &str,
     examples: &[Spanned<ExampleFile>],
 ) -> Result<(), PolicyError> {
@@ -659,7 +779,7 @@ fn check_examples(
     let mut failures = Vec::new();
     for spanned in examples {
         let ex = spanned.get_ref();
-        let line = line_col(text, spanned.span().start).0;
+        let line = lines.line(spanned.span().start);
         let cwd = match &ex.cwd {
             Some(c) => super::paths::normalize_lexically(root, Path::new(c)),
             None => root.to_path_buf(),

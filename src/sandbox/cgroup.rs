@@ -175,8 +175,15 @@ fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
 pub struct RunCgroup {
     /// Every directory created, for removal.
     dirs: Vec<PathBuf>,
-    /// `cgroup.procs` of each, opened for the child to join.
-    pub procs_fds: Vec<OwnedFd>,
+    /// `cgroup.procs` of each v1 hierarchy, opened for the child to join.
+    pub v1_procs: Vec<OwnedFd>,
+    /// The v2 cgroup's directory, for `clone3(CLONE_INTO_CGROUP)`: the child
+    /// is born inside it, which costs no migration (a write to
+    /// `cgroup.procs` waits for an RCU grace period, measured here at up to
+    /// 30 ms per run).
+    pub v2_dir: Option<OwnedFd>,
+    /// Its `cgroup.procs`, for kernels or seccomp profiles without clone3.
+    pub v2_procs: Option<OwnedFd>,
     v2: Option<PathBuf>,
     freezer: Option<PathBuf>,
     /// Limits actually written, for the summary.
@@ -196,12 +203,14 @@ impl RunCgroup {
         );
         let mut cg = RunCgroup {
             dirs: Vec::new(),
-            procs_fds: Vec::new(),
+            v1_procs: Vec::new(),
+            v2_dir: None,
+            v2_procs: None,
             v2: None,
             freezer: None,
             applied: Vec::new(),
         };
-        let join = |cg: &mut RunCgroup, base: &Path| -> Option<PathBuf> {
+        let make = |cg: &mut RunCgroup, base: &Path| -> Option<(PathBuf, OwnedFd)> {
             let dir = base.join(&name);
             fs::create_dir(&dir).ok()?;
             cg.dirs.push(dir.clone());
@@ -211,12 +220,23 @@ impl RunCgroup {
                 Mode::empty(),
             )
             .ok()?;
-            cg.procs_fds.push(fd);
+            Some((dir, fd))
+        };
+        let join = |cg: &mut RunCgroup, base: &Path| -> Option<PathBuf> {
+            let (dir, procs) = make(cg, base)?;
+            cg.v1_procs.push(procs);
             Some(dir)
         };
         if let Some(base) = &layout.v2_base
-            && let Some(dir) = join(&mut cg, base)
+            && let Some((dir, procs)) = make(&mut cg, base)
+            && let Ok(dir_fd) = open(
+                &dir,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
         {
+            cg.v2_dir = Some(dir_fd);
+            cg.v2_procs = Some(procs);
             if pids_max > 0
                 && layout.v2_pids
                 && write_file(&dir.join("pids.max"), &pids_max.to_string()).is_ok()
@@ -309,6 +329,19 @@ impl RunCgroup {
             write_file(&f.join("freezer.state"), "THAWED")?;
         }
         swept
+    }
+
+    /// Sends `sig` to every process of the run (one read of the member
+    /// list: a process forked meanwhile is left to the SIGKILL that
+    /// follows). Used for the polite SIGTERM at a deadline, which must
+    /// reach processes that left the main child's session too.
+    pub fn signal_all(&self, sig: Signal) {
+        let Some(dir) = self.v2.as_ref().or(self.dirs.first()) else {
+            return;
+        };
+        for pid in members(dir).unwrap_or_default() {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -287,6 +287,11 @@ impl Sandbox {
             push(libc::RLIMIT_NPROC, "nproc", cfg.rlimit_nproc);
         }
 
+        // On a hybrid host the run is born in its v2 cgroup (kill) but still
+        // migrates into the v1 pids cgroup, which can wait for an RCU grace
+        // period. RLIMIT_NPROC is no substitute: it counts the child user's
+        // processes host-wide, so one run's fork bomb would starve every
+        // other run of the daemon.
         let cgroups = cgroup::detect();
         if !cgroups.any() {
             not_applied.push("cgroup".to_string());
@@ -446,6 +451,13 @@ impl RunSandbox {
         }
     }
 
+    /// Sends `sig` to every process of the run's cgroup, if it has one.
+    pub fn signal_all(&self, sig: nix::sys::signal::Signal) {
+        if let Some(cg) = &self.cgroup {
+            cg.signal_all(sig);
+        }
+    }
+
     /// Whether no process of the run is left (`None`: no cgroup to tell).
     pub fn is_empty(&self) -> Option<bool> {
         self.cgroup.as_ref().map(|cg| cg.is_empty())
@@ -455,11 +467,24 @@ impl RunSandbox {
         self.summary.clone()
     }
 
-    /// fds of the `cgroup.procs` files the child writes itself into.
-    pub(crate) fn cgroup_fds(&self) -> impl Iterator<Item = i32> + '_ {
+    /// The v2 cgroup directory the child is cloned into, if any.
+    pub(crate) fn cgroup_dir_fd(&self) -> Option<i32> {
         self.cgroup
-            .iter()
-            .flat_map(|cg| cg.procs_fds.iter().map(|fd| fd.as_raw_fd()))
+            .as_ref()
+            .and_then(|cg| cg.v2_dir.as_ref())
+            .map(|fd| fd.as_raw_fd())
+    }
+
+    /// fds of the `cgroup.procs` files the child writes itself into: the v1
+    /// hierarchies' always, the v2 one only when it was not cloned into it.
+    pub(crate) fn cgroup_procs_fds(&self, v2_joined: bool) -> impl Iterator<Item = i32> + '_ {
+        self.cgroup.iter().flat_map(move |cg| {
+            cg.v2_procs
+                .iter()
+                .filter(move |_| !v2_joined)
+                .chain(cg.v1_procs.iter())
+                .map(|fd| fd.as_raw_fd())
+        })
     }
 
     /// Extra Landlock directory rules for this run (its HOME/TMPDIR).

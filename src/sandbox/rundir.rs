@@ -36,6 +36,22 @@ pub fn ensure_base() -> Result<PathBuf, SandboxError> {
     Ok(base)
 }
 
+/// A directory under the base that only the supervisor's user can enter
+/// (children cannot write the base, so cannot plant one), for state worth
+/// keeping between runs of the CLI. `None` when it cannot be made safe.
+pub fn private_dir(name: &str) -> Option<PathBuf> {
+    let base = ensure_base().ok()?;
+    let dir = base.join(name);
+    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    let md = fs::symlink_metadata(&dir).ok()?;
+    let euid = nix::unistd::Uid::effective().as_raw();
+    (md.is_dir() && md.uid() == euid && md.mode() & 0o077 == 0).then_some(dir)
+}
+
 /// Removes run dirs left by supervisors that died without cleaning up.
 pub fn sweep_stale(base: &Path) {
     let Ok(rd) = fs::read_dir(base) else { return };

@@ -124,6 +124,9 @@ struct Plan<'a> {
     sandbox: Option<&'a RunSandbox>,
     run_rules: [(i32, u64); 1],
     fprog: Option<libc::sock_fprog>,
+    /// Set by the parent before each clone attempt: the child was created
+    /// inside the run's v2 cgroup and must not write itself into it again.
+    v2_joined: bool,
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -177,7 +180,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<Spawned, SpawnError> {
             len: f.len() as libc::c_ushort,
             filter: f.as_ptr() as *mut libc::sock_filter,
         });
-    let plan = Plan {
+    let mut plan = Plan {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -193,11 +196,12 @@ pub fn spawn(spec: &ChildSpec) -> Result<Spawned, SpawnError> {
         sandbox,
         run_rules: sandbox.map(|s| s.run_rules()).unwrap_or([(-1, 0)]),
         fprog,
+        v2_joined: false,
     };
 
     // SAFETY: the child runs only `child_main` on its own stack, which makes
     // raw syscalls on memory prepared above and never returns.
-    let pid = unsafe { clone_vfork(&plan)? };
+    let pid = unsafe { clone_vfork(&mut plan)? };
     drop((stdin_child, out_w, err_w, status_w));
 
     let mut buf = [0u8; 8];
@@ -379,7 +383,7 @@ unsafe fn child_main(plan: &Plan<'_>) -> ! {
         );
 
         if let Some(sb) = plan.sandbox {
-            for fd in sb.cgroup_fds() {
+            for fd in sb.cgroup_procs_fds(plan.v2_joined) {
                 if libc::syscall(libc::SYS_write, fd, b"0".as_ptr(), 1usize) != 1 {
                     fail(err_fd, Step::CgroupJoin);
                 }
@@ -524,14 +528,17 @@ extern "C" fn clone_entry(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Starts `child_main` with `clone(CLONE_VM | CLONE_VFORK)` on a separate
 /// stack: no page-table copy, so the cost does not grow with the
-/// supervisor's memory. All signals are blocked around the call so no
-/// handler of the supervisor can run on the child's stack before
-/// `child_main` resets them.
+/// supervisor's memory. When the run has a v2 cgroup the child is created
+/// inside it with `clone3(CLONE_INTO_CGROUP)`; kernels or seccomp profiles
+/// without clone3 (ENOSYS) get plain clone, and the child then writes itself
+/// into the cgroup. All signals are blocked around the call so no handler of
+/// the supervisor can run on the child's stack before `child_main` resets
+/// them.
 ///
 /// # Safety
 /// `plan` must stay valid until this returns (CLONE_VFORK guarantees the
 /// child is done with it by then).
-unsafe fn clone_vfork(plan: &Plan<'_>) -> std::io::Result<libc::pid_t> {
+unsafe fn clone_vfork(plan: &mut Plan<'_>) -> std::io::Result<libc::pid_t> {
     // SAFETY: plain mmap/mprotect/munmap of a private mapping we own, and
     // signal mask changes restored before returning.
     unsafe {
@@ -559,18 +566,112 @@ unsafe fn clone_vfork(plan: &Plan<'_>) -> std::io::Result<libc::pid_t> {
         libc::sigfillset(&mut all);
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let top = (base as *mut u8).add(len) as *mut libc::c_void;
-        let pid = libc::clone(
-            clone_entry,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            plan as *const Plan<'_> as *mut libc::c_void,
-        );
-        let err = std::io::Error::last_os_error();
+        let stack_low = (base as *mut u8).add(page);
+        let top = stack_low.add(CHILD_STACK) as *mut libc::c_void;
+
+        let mut result = Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
+        if let Some(cgroup) = plan.sandbox.and_then(|s| s.cgroup_dir_fd()) {
+            plan.v2_joined = true;
+            let args = CloneArgs {
+                flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+                exit_signal: libc::SIGCHLD as u64,
+                stack: stack_low as u64,
+                stack_size: CHILD_STACK as u64,
+                cgroup: cgroup as u64,
+                ..CloneArgs::default()
+            };
+            result = clone3_vm(&args, plan as *const Plan<'_> as *mut libc::c_void);
+        }
+        // ENOSYS: no clone3 (or a seccomp profile hiding it); E2BIG and
+        // EINVAL: a kernel before CLONE_INTO_CGROUP (5.7); EPERM: a profile
+        // refusing it. A real permission problem fails again at the write.
+        if matches!(&result, Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL | libc::EPERM)))
+        {
+            plan.v2_joined = false;
+            let pid = libc::clone(
+                clone_entry,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                plan as *const Plan<'_> as *mut libc::c_void,
+            );
+            result = if pid < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(pid)
+            };
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         libc::munmap(base, len);
-        if pid < 0 { Err(err) } else { Ok(pid) }
+        result
     }
+}
+
+/// `struct clone_args` (linux/sched.h), up to the `cgroup` field (VER2).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Raw `clone3` for a child that shares our memory: it starts on its own
+/// stack with the parent's registers, so it must not return into Rust code
+/// compiled for the parent's frame. The assembly sends it straight into
+/// `clone_entry(arg)`, which never returns; the parent gets the pid or the
+/// error. Only x86_64 has this path; other architectures report ENOSYS and
+/// take plain `clone`.
+///
+/// # Safety
+/// `args.stack` must be a valid, writable stack for the child and `arg` a
+/// `Plan` that outlives the child's use of it (CLONE_VFORK).
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3_vm(args: &CloneArgs, arg: *mut libc::c_void) -> std::io::Result<libc::pid_t> {
+    let ret: libc::c_long;
+    // SAFETY: the syscall only reads `args`. In the child (rax == 0) the
+    // stack pointer is the top of the fresh stack, 16-byte aligned as the
+    // call requires, and `clone_entry` never returns; r12/r13 survive the
+    // syscall (only rax, rcx and r11 are clobbered).
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => ret,
+            in("rdi") args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") arg,
+            in("r13") clone_entry as extern "C" fn(*mut libc::c_void) -> libc::c_int,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    if ret < 0 {
+        Err(std::io::Error::from_raw_os_error((-ret) as i32))
+    } else {
+        Ok(ret as libc::pid_t)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone3_vm(_args: &CloneArgs, _arg: *mut libc::c_void) -> std::io::Result<libc::pid_t> {
+    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// Opens `/dev/null` on any of descriptors 0, 1 and 2 that is closed. Call
