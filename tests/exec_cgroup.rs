@@ -58,3 +58,94 @@ fn escaped_grandchildren_die_with_the_cgroup() {
         "the escaped grandchild {pid} still exists (alive or an unreaped zombie)"
     );
 }
+
+#[test]
+fn the_child_is_born_in_its_runs_cgroup() {
+    let root = sandbox_common::root();
+    let sb = sandbox_common::sandbox(&root.path);
+    let rs = Arc::new(sb.for_run().unwrap());
+    if rs.is_empty().is_none() {
+        eprintln!("no run cgroup on this host: nothing to test here");
+        return;
+    }
+    let spec = ExecSpec {
+        child: sandbox_common::spec(&rs, &root.path, &["/bin/cat", "/proc/self/cgroup"]),
+        stdin: None,
+        timeout: Duration::from_secs(60),
+        kill_grace: Duration::from_millis(500),
+        drain: Duration::from_millis(500),
+        output_chars: 10_000,
+        hard_limit_bytes: 0,
+    };
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::Exited(0));
+    // Every hierarchy the run uses lists the run's cgroup, the v2 one
+    // (joined by clone3 where the kernel has it) included.
+    let ours: Vec<&str> = out
+        .stdout
+        .text
+        .lines()
+        .filter(|l| l.contains("/agent-exec/run-"))
+        .collect();
+    assert!(!ours.is_empty(), "{}", out.stdout.text);
+    if std::path::Path::new("/sys/fs/cgroup/unified/agent-exec").exists()
+        || std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        assert!(
+            ours.iter().any(|l| l.starts_with("0::")),
+            "not in a v2 run cgroup: {}",
+            out.stdout.text
+        );
+    }
+}
+
+#[test]
+fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
+    // A grandchild in its own session holds the run's pipes and traps
+    // SIGTERM to leave a note. The main child dies on SIGTERM at the
+    // deadline. The grace is a minute: a run that waited it out (for the
+    // pipes to close) would take that long.
+    let root = sandbox_common::root();
+    let sb = sandbox_common::sandbox(&root.path);
+    let rs = Arc::new(sb.for_run().unwrap());
+    if rs.is_empty().is_none() {
+        eprintln!("no run cgroup on this host: nothing to test here");
+        return;
+    }
+    let m = marker();
+    let note = root.path.join("told");
+    let ready = root.path.join("ready");
+    let script = format!(
+        "setsid sh -c 'trap \"echo term > {n}; exit 0\" TERM; touch {r}; while :; do sleep 0.05; done' & \
+         while [ ! -e {r} ]; do sleep 0.01; done; echo started; sleep 300",
+        n = note.display(),
+        r = ready.display()
+    );
+    let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
+    child
+        .env
+        .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
+    let spec = ExecSpec {
+        child,
+        stdin: None,
+        timeout: Duration::from_millis(1500),
+        kill_grace: Duration::from_secs(60),
+        drain: Duration::from_secs(60),
+        output_chars: 1000,
+        hard_limit_bytes: 0,
+    };
+    let out = run(spec, &CancelToken::new()).unwrap();
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.stdout.text, "started\n");
+    assert!(
+        out.duration < Duration::from_secs(30),
+        "the run waited for the grace: {:?}",
+        out.duration
+    );
+    // The process outside the main child's session got the SIGTERM too
+    // (its trap wrote the note before it exited or was killed).
+    let told = std::fs::read_to_string(&note).unwrap_or_default();
+    assert_eq!(told, "term\n");
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+    assert_eq!(rs.is_empty(), Some(true));
+}

@@ -331,3 +331,111 @@ fn resolve_program_follows_path_order_and_skips_relative_entries() {
     std::fs::create_dir_all(dir.path().join("relative")).unwrap();
     assert_eq!(resolve_program("tool", "relative"), None);
 }
+
+/// The marker file a full load leaves in the memo dir (exactly one).
+fn only_marker(dir: &Path) -> String {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    names[0].clone()
+}
+
+#[test]
+fn a_full_load_is_remembered_per_policy_bytes_and_binary() {
+    let memo = tempfile::tempdir().unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), BASE).unwrap();
+    let p = Policy::load_remembering(file.path(), Some(memo.path())).unwrap();
+    let marker = only_marker(memo.path());
+    let sha = hex::encode(Sha256::digest(BASE.as_bytes()));
+    assert!(marker.starts_with(&format!("{sha}-")), "{marker}");
+    assert_eq!(p.sha256, sha);
+    // The same bytes again: remembered, same marker, same policy.
+    let again = Policy::load_remembering(file.path(), Some(memo.path())).unwrap();
+    assert_eq!(only_marker(memo.path()), marker);
+    assert_eq!(again.sha256, sha);
+}
+
+#[test]
+fn failing_examples_are_never_remembered() {
+    let memo = tempfile::tempdir().unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let bad = format!("{BASE}\n[[example]]\ncommand = \"rm x\"\ndecision = \"allow\"\n");
+    std::fs::write(file.path(), &bad).unwrap();
+    for _ in 0..2 {
+        let e = Policy::load_remembering(file.path(), Some(memo.path()))
+            .err()
+            .expect("a policy whose example fails must not load")
+            .to_string();
+        assert!(e.contains("rm x"), "{e}");
+    }
+    assert_eq!(std::fs::read_dir(memo.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn only_the_marker_for_these_exact_bytes_skips_the_example_check() {
+    // Learn this binary's marker suffix from a good policy, then plant a
+    // marker for a policy whose example fails: the remembered load trusts
+    // it (that is the mechanism), the full load still refuses, and one
+    // changed byte is not remembered.
+    let memo = tempfile::tempdir().unwrap();
+    let good = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(good.path(), BASE).unwrap();
+    Policy::load_remembering(good.path(), Some(memo.path())).unwrap();
+    let marker = only_marker(memo.path());
+    let suffix = marker.split_once('-').unwrap().1.to_string();
+
+    let bad_text = format!("{BASE}\n[[example]]\ncommand = \"rm x\"\ndecision = \"allow\"\n");
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), &bad_text).unwrap();
+    let bad_sha = hex::encode(Sha256::digest(bad_text.as_bytes()));
+    std::fs::write(memo.path().join(format!("{bad_sha}-{suffix}")), b"").unwrap();
+    assert!(Policy::load_remembering(bad.path(), Some(memo.path())).is_ok());
+    assert!(Policy::load(bad.path()).is_err());
+
+    let changed = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(changed.path(), format!("{bad_text} ")).unwrap();
+    assert!(Policy::load_remembering(changed.path(), Some(memo.path())).is_err());
+}
+
+#[test]
+fn a_remembered_policy_decides_like_a_fully_loaded_one() {
+    use agent_exec::policy::Context;
+    use agent_exec::request::CommandSpec;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml");
+    let memo = tempfile::tempdir().unwrap();
+    let full = Policy::load(&path).unwrap();
+    Policy::load_remembering(&path, Some(memo.path())).unwrap();
+    // Second load: remembered, regexes compiled lazily on first use.
+    let lazy = Policy::load_remembering(&path, Some(memo.path())).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let ctx = Context {
+        root: root.path(),
+        cwd: root.path(),
+    };
+    for cmd in [
+        "git status --short",
+        "sudo ls",
+        "ls; curl http://127.0.0.1/",
+        "rm -rf /",
+        "chmod 777 x",
+        "echo hi > /dev/sda",
+        "sed -i 's/a/b/e' f.txt",
+        "sed -n 's/a/b/w /tmp/x' f.txt",
+        "awk '{system(\"id\")}' f.txt",
+        "cat /etc/passwd",
+        "grep -rn TODO src",
+        "python3 -c pass",
+    ] {
+        let spec = CommandSpec::Shell(cmd.to_string());
+        let a = full.decide(&spec, &ctx).unwrap();
+        let b = lazy.decide(&spec, &ctx).unwrap();
+        assert_eq!(
+            (a.verdict, &a.rule, &a.token),
+            (b.verdict, &b.rule, &b.token),
+            "{cmd}"
+        );
+    }
+}
