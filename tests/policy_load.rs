@@ -365,10 +365,10 @@ fn failing_examples_are_never_remembered() {
     let bad = format!("{BASE}\n[[example]]\ncommand = \"rm x\"\ndecision = \"allow\"\n");
     std::fs::write(file.path(), &bad).unwrap();
     for _ in 0..2 {
-        let e = Policy::load_remembering(file.path(), Some(memo.path()))
-            .err()
-            .expect("a policy whose example fails must not load")
-            .to_string();
+        let e = match Policy::load_remembering(file.path(), Some(memo.path())) {
+            Ok(_) => panic!("a policy whose example fails must not load"),
+            Err(e) => e.to_string(),
+        };
         assert!(e.contains("rm x"), "{e}");
     }
     assert_eq!(std::fs::read_dir(memo.path()).unwrap().count(), 0);
