@@ -439,3 +439,30 @@ fn a_remembered_policy_decides_like_a_fully_loaded_one() {
         );
     }
 }
+
+#[test]
+fn markers_of_other_binaries_are_dropped_once_they_pile_up() {
+    let memo = tempfile::tempdir().unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), BASE).unwrap();
+    for i in 0..40 {
+        std::fs::write(memo.path().join(format!("{i:064x}-{:016x}", i + 1)), b"").unwrap();
+    }
+    Policy::load_remembering(file.path(), Some(memo.path())).unwrap();
+    let sha = hex::encode(Sha256::digest(BASE.as_bytes()));
+    let left: Vec<String> = std::fs::read_dir(memo.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].starts_with(&sha));
+}
+
+#[test]
+fn unicode_classes_are_refused_in_policy_regexes() {
+    let text = format!(
+        "{BASE}\n[[rule]]\nid = \"u\"\naction = \"deny\"\nrisk = \"high\"\nreason = \"r\"\npattern = '\\p{{L}}x'\n"
+    );
+    let e = err(&text);
+    assert!(e.contains("rule u: pattern"), "{e}");
+}
