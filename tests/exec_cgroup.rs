@@ -101,10 +101,12 @@ fn the_child_is_born_in_its_runs_cgroup() {
 
 #[test]
 fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
-    // A grandchild in its own session holds the run's pipes and traps
-    // SIGTERM to leave a note. The main child dies on SIGTERM at the
-    // deadline. The grace is a minute: a run that waited it out (for the
-    // pipes to close) would take that long.
+    // Two processes leave the main child's session. One traps SIGTERM and
+    // leaves a note; the main child, on its own SIGTERM, waits for that
+    // note before exiting, so the note proves the signal reached outside
+    // the session. The other ignores SIGTERM and holds the run's pipes.
+    // The grace is a minute: a run that waited it out (for the pipes, or
+    // for a note that never comes) would take that long.
     let root = sandbox_common::root();
     let sb = sandbox_common::sandbox(&root.path);
     let rs = Arc::new(sb.for_run().unwrap());
@@ -115,11 +117,16 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
     let m = marker();
     let note = root.path.join("told");
     let ready = root.path.join("ready");
+    let stubborn = root.path.join("stubborn");
     let script = format!(
-        "setsid sh -c 'trap \"echo term > {n}; exit 0\" TERM; touch {r}; while :; do sleep 0.05; done' & \
-         while [ ! -e {r} ]; do sleep 0.01; done; echo started; sleep 300",
+        "setsid sh -c 'trap \"echo term > {n}; exit 0\" TERM; touch {r}; while :; do sleep 0.05; done' >/dev/null 2>&1 & \
+         setsid sh -c 'trap \"\" TERM; touch {s}; while :; do sleep 0.05; done' & \
+         while [ ! -e {r} ] || [ ! -e {s} ]; do sleep 0.01; done; echo started; \
+         trap 'while [ ! -e {n} ]; do sleep 0.01; done; exit 0' TERM; \
+         sleep 300 & wait",
         n = note.display(),
-        r = ready.display()
+        r = ready.display(),
+        s = stubborn.display()
     );
     let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
     child
@@ -142,10 +149,10 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
         "the run waited for the grace: {:?}",
         out.duration
     );
-    // The process outside the main child's session got the SIGTERM too
-    // (its trap wrote the note before it exited or was killed).
-    let told = std::fs::read_to_string(&note).unwrap_or_default();
-    assert_eq!(told, "term\n");
+    assert_eq!(std::fs::read_to_string(&note).unwrap_or_default(), "term\n");
+    // The main child exited by itself once told; the stubborn one was
+    // killed with the rest.
+    assert_eq!(out.exit_code, Some(0));
     assert_eq!(procs_with(&m), Vec::<i32>::new());
     assert_eq!(rs.is_empty(), Some(true));
 }
