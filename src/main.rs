@@ -360,6 +360,9 @@ fn run(a: RunArgs) -> i32 {
         }
         Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), format),
     };
+    // This thread execs nothing but sandboxed children, which must not
+    // keep a bounding set: emptied here once, they need not drop it.
+    agent_exec::spawn::drop_thread_bounding_set();
     let mut req = RunRequest::new(command);
     req.cwd = a.target.cwd.clone();
     req.timeout_ms = a.timeout_ms;

@@ -615,3 +615,26 @@ fn a_network_connection_is_blocked_by_the_kernel_and_reported_as_a_violation() {
         other => panic!("the listener got a connection: {other:?}"),
     }
 }
+
+#[test]
+fn the_cli_child_has_no_capability_in_any_set() {
+    // The CLI empties its own thread's bounding set before spawning, so the
+    // child takes the path that skips dropping it: the child's sets must
+    // be empty all the same, and its uid not root.
+    let root = Root::new();
+    root.give_to_child();
+    let (_, v) = shell(
+        root.path(),
+        r#"python3 -c "import os; print(open('/proc/self/status').read()); print('uid', os.getuid())""#,
+    );
+    assert_eq!(v["ok"], true, "{v:#}");
+    let out = v["stdout"].as_str().unwrap();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(set))
+            .unwrap_or_else(|| panic!("{set} missing: {out}"));
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    assert!(!out.contains("uid 0\n"), "{out}");
+}

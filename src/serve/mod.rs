@@ -183,6 +183,10 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("agent-exec-serve")
+        // Children are spawned from the runtime's threads, which exec
+        // nothing themselves; the main thread keeps its bounding set for
+        // the reaper it execs.
+        .on_thread_start(crate::spawn::drop_thread_bounding_set)
         // Calls beyond the running slots wait in the queue, not on threads.
         .max_blocking_threads(max_concurrent + 4)
         .build()
