@@ -156,3 +156,45 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
     assert_eq!(procs_with(&m), Vec::<i32>::new());
     assert_eq!(rs.is_empty(), Some(true));
 }
+
+#[test]
+fn a_run_after_a_killed_run_is_not_killed_at_birth() {
+    // A cgroup that has seen `cgroup.kill` SIGKILLs children later cloned
+    // into it on this kernel, so a killed run's cgroup must not be pooled.
+    let root = sandbox_common::root();
+    let sb = sandbox_common::sandbox(&root.path);
+    let m = marker();
+    for round in 0..3 {
+        let rs = Arc::new(sb.for_run().unwrap());
+        if rs.is_empty().is_none() {
+            eprintln!("no run cgroup on this host: nothing to test here");
+            return;
+        }
+        // Leaves a process behind in its own session and, once it says
+        // so, without the run's marker: only the cgroup kill can end it.
+        let ready = root.path.join(format!("ready-{round}"));
+        let script = format!(
+            "setsid env -i /bin/sh -c 'touch {r}; exec /bin/sleep 300' >/dev/null 2>&1 </dev/null & \
+             while [ ! -e {r} ]; do sleep 0.01; done; echo ok",
+            r = ready.display()
+        );
+        let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
+        child
+            .env
+            .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
+        let spec = ExecSpec {
+            child,
+            stdin: None,
+            timeout: Duration::from_secs(60),
+            kill_grace: Duration::from_millis(500),
+            drain: Duration::from_millis(200),
+            output_chars: 1000,
+            hard_limit_bytes: 0,
+        };
+        let out = run(spec, &CancelToken::new()).unwrap();
+        assert_eq!(out.termination, Termination::Exited(0), "round {round}");
+        assert_eq!(out.stdout.text, "ok\n", "round {round}");
+        assert_eq!(rs.is_empty(), Some(true));
+    }
+    assert_eq!(procs_with(&m), Vec::<i32>::new());
+}

@@ -625,3 +625,45 @@ fn leftovers_of_dead_supervisors_are_swept() {
         assert!(!cg.exists(), "{} survived", cg.display());
     }
 }
+
+#[test]
+fn only_an_untouched_run_dir_serves_the_next_run() {
+    require_root();
+    let r = root();
+    let sb = sandbox(&r.path);
+    let has_cgroup = sb.for_run().unwrap().is_empty().is_some();
+    // Each case: what the run does to its HOME, and whether the next run
+    // may get the same directory.
+    let cases = [
+        ("true", true),
+        ("true", true),
+        ("echo secret > \"$HOME/left-behind\"", false),
+        ("mkdir \"$HOME/d\"", false),
+        ("chmod 0755 \"$HOME\"", false),
+        ("ln -s /etc \"$HOME/l\"", false),
+    ];
+    for (script, reusable) in cases {
+        let run = std::sync::Arc::new(sb.for_run().unwrap());
+        let home = run.home().to_path_buf();
+        let child = try_spawn(&run, &r.path, &["/bin/sh", "-c", script]).unwrap();
+        let o = finish(run, child, Duration::from_secs(30));
+        assert_eq!(o.code, Some(0), "{script}: {o:?}");
+        // `Out` holds the run: dropping it ends the run.
+        drop(o);
+        let next = sb.for_run().unwrap();
+        let same = next.home() == home;
+        assert_eq!(same, reusable && has_cgroup, "{script}");
+        if !same {
+            assert!(!home.exists(), "{script}: the run dir outlived its run");
+        }
+        // Whatever the next run gets is empty and private.
+        let md = std::fs::symlink_metadata(next.home()).unwrap();
+        assert_eq!(md.mode() & 0o7777, 0o700, "{script}");
+        assert_eq!(md.uid(), NOBODY);
+        assert_eq!(
+            std::fs::read_dir(next.home()).unwrap().count(),
+            0,
+            "{script}"
+        );
+    }
+}

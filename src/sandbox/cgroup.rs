@@ -188,6 +188,11 @@ pub struct RunCgroup {
     freezer: Option<PathBuf>,
     /// Limits actually written, for the summary.
     pub applied: Vec<String>,
+    /// `cgroup.kill` was written. Such a cgroup must not serve another run:
+    /// the kernel here SIGKILLs every child later created inside it with
+    /// `clone3(CLONE_INTO_CGROUP)` (its kill sequence number no longer
+    /// matches the one the fork recorded).
+    killed: std::sync::atomic::AtomicBool,
 }
 
 static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -209,6 +214,7 @@ impl RunCgroup {
             v2: None,
             freezer: None,
             applied: Vec::new(),
+            killed: std::sync::atomic::AtomicBool::new(false),
         };
         let make = |cg: &mut RunCgroup, base: &Path| -> Option<(PathBuf, OwnedFd)> {
             let dir = base.join(&name);
@@ -285,6 +291,7 @@ impl RunCgroup {
     /// SIGKILL each member and thaw (so none can fork in between), else a
     /// bounded SIGKILL sweep.
     pub fn kill_all(&self) -> std::io::Result<()> {
+        self.killed.store(true, Ordering::Relaxed);
         if let Some(v2) = &self.v2
             && write_file(&v2.join("cgroup.kill"), "1").is_ok()
         {
@@ -342,6 +349,11 @@ impl RunCgroup {
         for pid in members(dir).unwrap_or_default() {
             let _ = kill(Pid::from_raw(pid), sig);
         }
+    }
+
+    /// Whether this cgroup may serve another run.
+    pub fn reusable(&self) -> bool {
+        !self.killed.load(Ordering::Relaxed) && self.is_empty()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -62,6 +62,19 @@ pub fn sweep_stale(base: &Path) {
     }
 }
 
+/// Whether a run dir is as `RunDir::create` made it: a real directory (not
+/// a symlink), owned by the child user, mode 0700, with no entry at all.
+pub fn is_pristine(path: &Path, uid: u32) -> bool {
+    let Ok(md) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    md.is_dir()
+        && md.uid() == uid
+        && md.mode() & 0o7777 == 0o700
+        && md.nlink() == 2
+        && fs::read_dir(path).is_ok_and(|mut rd| rd.next().is_none())
+}
+
 /// A run dir; removed on drop.
 #[derive(Debug)]
 pub struct RunDir {

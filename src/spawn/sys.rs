@@ -173,3 +173,18 @@ pub fn seccomp_filter_available() -> bool {
         ) == 0
     }
 }
+
+/// Whether the file at `path` (not following a final symlink) carries any
+/// extended attribute, an ACL included: `llistxattr` with an empty buffer
+/// reports the size of the name list. Errors count as "has some", the
+/// answer that refuses reuse.
+pub fn has_xattrs(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: a NUL-terminated path and a null buffer of size 0, which asks
+    // only for the needed size.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
+    n != 0
+}
