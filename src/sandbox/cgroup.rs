@@ -351,9 +351,10 @@ impl RunCgroup {
         }
     }
 
-    /// Whether this cgroup may serve another run.
-    pub fn reusable(&self) -> bool {
-        !self.killed.load(Ordering::Relaxed) && self.is_empty()
+    /// Whether `cgroup.kill` was ever written: such a cgroup may not serve
+    /// another run (see `killed`).
+    pub fn was_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {

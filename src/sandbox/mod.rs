@@ -540,7 +540,7 @@ impl Drop for RunSandbox {
             // Only a cgroup with no process left, never killed, may serve
             // another run; else its own Drop keeps killing and removes it.
             if empty
-                && cg.reusable()
+                && !cg.was_killed()
                 && let Ok(mut pool) = self.shared.cgroup_pool.lock()
                 && pool.len() < CGROUP_POOL_MAX
             {
