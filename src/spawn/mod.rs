@@ -47,7 +47,8 @@
 //! - the child runs on its own mmap'd stack with a guard page, and the
 //!   calling thread is suspended until the child execs or exits, so the
 //!   `Plan` on its stack stays valid and unchanged;
-//! - the child writes no memory of the parent except `errno` (the suspended
+//! - the child writes no memory of the parent except `Plan::started` (an
+//!   atomic flag it sets first thing) and `errno` (the suspended
 //!   thread's thread-local, written by failing libc calls, which the parent
 //!   never reads without a failing call of its own first): it uses raw
 //!   `syscall()` instead of cancellable libc wrappers (`open`, `read`,
@@ -127,6 +128,10 @@ struct Plan<'a> {
     /// Set by the parent before each clone attempt: the child was created
     /// inside the run's v2 cgroup and must not write itself into it again.
     v2_joined: bool,
+    /// Set by the child first thing (the one write it makes to the parent's
+    /// memory besides errno): still false after clone returned means the
+    /// kernel killed the child before it ran a single instruction.
+    started: std::sync::atomic::AtomicBool,
     /// The spawning thread's capability bounding set is already empty (the
     /// child inherits it at clone), so the child skips dropping it cap by
     /// cap.
@@ -201,6 +206,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<Spawned, SpawnError> {
         run_rules: sandbox.map(|s| s.run_rules()).unwrap_or([(-1, 0)]),
         fprog,
         v2_joined: false,
+        started: std::sync::atomic::AtomicBool::new(false),
         bounding_empty: sandbox.is_some_and(|s| thread_bounding_empty(s.shared.cap_last)),
     };
 
@@ -289,6 +295,8 @@ unsafe fn fail(err_fd: libc::c_int, step: Step) -> ! {
 }
 
 unsafe fn child_main(plan: &Plan<'_>) -> ! {
+    plan.started
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: every call below is a raw syscall on data the parent prepared
     // before clone; nothing allocates or takes a lock.
     unsafe {
@@ -631,7 +639,9 @@ unsafe fn clone_on(plan: &mut Plan<'_>, stack: &ChildStack) -> std::io::Result<l
         let top = stack_low.add(CHILD_STACK) as *mut libc::c_void;
 
         let mut result = Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
-        if let Some(cgroup) = plan.sandbox.and_then(|s| s.cgroup_dir_fd()) {
+        if let Some(cgroup) = plan.sandbox.and_then(|s| s.cgroup_dir_fd())
+            && INTO_CGROUP_WORKS.load(std::sync::atomic::Ordering::Relaxed)
+        {
             plan.v2_joined = true;
             let args = CloneArgs {
                 flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
@@ -642,6 +652,22 @@ unsafe fn clone_on(plan: &mut Plan<'_>, stack: &ChildStack) -> std::io::Result<l
                 ..CloneArgs::default()
             };
             result = clone3_vm(&args, plan as *const Plan<'_> as *mut libc::c_void);
+            if let Ok(pid) = result
+                && !plan.started.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                // Killed at birth, before running anything: the kernel does
+                // this to children cloned into a cgroup whose kill sequence
+                // differs from the parent's cgroup's (one that saw
+                // `cgroup.kill`). Reap it and never try this path again;
+                // plain clone below joins by writing `cgroup.procs`.
+                let mut status = 0;
+                while libc::waitpid(pid, &mut status, 0) < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
+                }
+                INTO_CGROUP_WORKS.store(false, std::sync::atomic::Ordering::Relaxed);
+                result = Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
+            }
         }
         // ENOSYS: no clone3 (or a seccomp profile hiding it); E2BIG and
         // EINVAL: a kernel before CLONE_INTO_CGROUP (5.7); EPERM: a profile
@@ -665,6 +691,10 @@ unsafe fn clone_on(plan: &mut Plan<'_>, stack: &ChildStack) -> std::io::Result<l
         result
     }
 }
+
+/// Cleared for the rest of the process once a child cloned into its cgroup
+/// was killed before it could run (see `clone_on`).
+static INTO_CGROUP_WORKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// `struct clone_args` (linux/sched.h), up to the `cgroup` field (VER2).
 #[repr(C)]
