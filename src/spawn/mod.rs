@@ -23,7 +23,9 @@
 //!    `setsid` (own process group, no terminal), a parent-death signal.
 //! 2. stdio onto 0/1/2, every other fd marked close-on-exec.
 //! 3. Join the run's cgroups and set rlimits: both need root's rights, so
-//!    they come before the privilege drop.
+//!    they come before the privilege drop. (The v2 cgroup is usually
+//!    joined already: the child is created in it by
+//!    `clone3(CLONE_INTO_CGROUP)`, which migrates nothing.)
 //! 4. Privilege drop: ambient set cleared, bounding set emptied, securebits
 //!    locked (needs CAP_SETPCAP, so before the uid change), groups cleared,
 //!    gid then uid switched, then every remaining capability dropped (with
@@ -44,9 +46,10 @@
 //! fork against about 2 ms with clone under the same load; without the
 //! ballast the two are within noise). This is what glibc's `posix_spawn`
 //! does, and it is sound under these rules, which the code keeps:
-//! - the child runs on its own mmap'd stack with a guard page, and the
-//!   calling thread is suspended until the child execs or exits, so the
-//!   `Plan` on its stack stays valid and unchanged;
+//! - the child runs on its own mmap'd stack with a guard page (one per
+//!   spawning thread, reused), and the calling thread is suspended until
+//!   the child execs or exits, so the `Plan` on its stack stays valid and
+//!   unchanged and the stack is free again when clone returns;
 //! - the child writes no memory of the parent except `Plan::started` (an
 //!   atomic flag it sets first thing) and `errno` (the suspended
 //!   thread's thread-local, written by failing libc calls, which the parent
