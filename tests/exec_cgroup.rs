@@ -10,17 +10,54 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_exec::exec::{CancelToken, ExecSpec, Termination, run};
+use agent_exec::sandbox::RunSandbox;
 use exec_common::{MARK_ENV, marker, procs_with};
+
+/// One run of `sb` with its cgroup, or `None` (with a note) on a host that
+/// gives runs no cgroup.
+fn run_with_cgroup(sb: &agent_exec::sandbox::Sandbox) -> Option<Arc<RunSandbox>> {
+    let rs = Arc::new(sb.for_run().unwrap());
+    if rs.is_empty().is_none() {
+        eprintln!("no run cgroup on this host: nothing to test here");
+        return None;
+    }
+    Some(rs)
+}
+
+/// `sh -c script` in the run, tagged with `mark` when given, a minute to
+/// run, and the given grace and drain.
+fn sh_in(
+    rs: &Arc<RunSandbox>,
+    root: &std::path::Path,
+    script: &str,
+    mark: Option<&str>,
+    grace: Duration,
+    drain: Duration,
+) -> ExecSpec {
+    let mut child = sandbox_common::spec(rs, root, &["/bin/sh", "-c", script]);
+    if let Some(m) = mark {
+        child
+            .env
+            .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
+    }
+    ExecSpec {
+        child,
+        stdin: None,
+        timeout: Duration::from_secs(60),
+        kill_grace: grace,
+        drain,
+        output_chars: 10_000,
+        hard_limit_bytes: 0,
+    }
+}
 
 #[test]
 fn escaped_grandchildren_die_with_the_cgroup() {
     let root = sandbox_common::root();
     let sb = sandbox_common::sandbox(&root.path);
-    let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
+    let Some(rs) = run_with_cgroup(&sb) else {
         return;
-    }
+    };
     let m = marker();
     let p = root.path.join("pid");
     let p = p.display();
@@ -28,19 +65,14 @@ fn escaped_grandchildren_die_with_the_cgroup() {
         "(setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; exec env -i /bin/sleep 300' >/dev/null 2>&1 </dev/null &); \
          while [ ! -e {p} ]; do sleep 0.01; done; echo started"
     );
-    let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
-    child
-        .env
-        .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
-    let spec = ExecSpec {
-        child,
-        stdin: None,
-        timeout: Duration::from_secs(60),
-        kill_grace: Duration::from_millis(500),
-        drain: Duration::from_millis(500),
-        output_chars: 1000,
-        hard_limit_bytes: 0,
-    };
+    let spec = sh_in(
+        &rs,
+        &root.path,
+        &script,
+        Some(&m),
+        Duration::from_millis(500),
+        Duration::from_millis(500),
+    );
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.stdout.text, "started\n", "{:?}", out.stderr);
     assert_eq!(out.termination, Termination::Exited(0));
@@ -63,20 +95,17 @@ fn escaped_grandchildren_die_with_the_cgroup() {
 fn the_child_is_born_in_its_runs_cgroup() {
     let root = sandbox_common::root();
     let sb = sandbox_common::sandbox(&root.path);
-    let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
+    let Some(rs) = run_with_cgroup(&sb) else {
         return;
-    }
-    let spec = ExecSpec {
-        child: sandbox_common::spec(&rs, &root.path, &["/bin/cat", "/proc/self/cgroup"]),
-        stdin: None,
-        timeout: Duration::from_secs(60),
-        kill_grace: Duration::from_millis(500),
-        drain: Duration::from_millis(500),
-        output_chars: 10_000,
-        hard_limit_bytes: 0,
     };
+    let spec = sh_in(
+        &rs,
+        &root.path,
+        "exec /bin/cat /proc/self/cgroup",
+        None,
+        Duration::from_millis(500),
+        Duration::from_millis(500),
+    );
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.termination, Termination::Exited(0));
     // Every hierarchy the run uses lists the run's cgroup, the v2 one
@@ -109,11 +138,9 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
     // for a note that never comes) would take that long.
     let root = sandbox_common::root();
     let sb = sandbox_common::sandbox(&root.path);
-    let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
+    let Some(rs) = run_with_cgroup(&sb) else {
         return;
-    }
+    };
     let m = marker();
     let note = root.path.join("told");
     let ready = root.path.join("ready");
@@ -128,19 +155,15 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
         r = ready.display(),
         s = stubborn.display()
     );
-    let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
-    child
-        .env
-        .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
-    let spec = ExecSpec {
-        child,
-        stdin: None,
-        timeout: Duration::from_millis(1500),
-        kill_grace: Duration::from_secs(60),
-        drain: Duration::from_secs(60),
-        output_chars: 1000,
-        hard_limit_bytes: 0,
-    };
+    let mut spec = sh_in(
+        &rs,
+        &root.path,
+        &script,
+        Some(&m),
+        Duration::from_secs(60),
+        Duration::from_secs(60),
+    );
+    spec.timeout = Duration::from_millis(1500);
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.termination, Termination::TimedOut);
     assert_eq!(out.stdout.text, "started\n");
@@ -165,11 +188,9 @@ fn a_run_after_a_killed_run_is_not_killed_at_birth() {
     let sb = sandbox_common::sandbox(&root.path);
     let m = marker();
     for round in 0..3 {
-        let rs = Arc::new(sb.for_run().unwrap());
-        if rs.is_empty().is_none() {
-            eprintln!("no run cgroup on this host: nothing to test here");
+        let Some(rs) = run_with_cgroup(&sb) else {
             return;
-        }
+        };
         // Leaves a process behind in its own session and, once it says
         // so, without the run's marker: only the cgroup kill can end it.
         let ready = root.path.join(format!("ready-{round}"));
@@ -178,55 +199,18 @@ fn a_run_after_a_killed_run_is_not_killed_at_birth() {
              while [ ! -e {r} ]; do sleep 0.01; done; echo ok",
             r = ready.display()
         );
-        let mut child = sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
-        child
-            .env
-            .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
-        let spec = ExecSpec {
-            child,
-            stdin: None,
-            timeout: Duration::from_secs(60),
-            kill_grace: Duration::from_millis(500),
-            drain: Duration::from_millis(200),
-            output_chars: 1000,
-            hard_limit_bytes: 0,
-        };
+        let spec = sh_in(
+            &rs,
+            &root.path,
+            &script,
+            Some(&m),
+            Duration::from_millis(500),
+            Duration::from_millis(200),
+        );
         let out = run(spec, &CancelToken::new()).unwrap();
         assert_eq!(out.termination, Termination::Exited(0), "round {round}");
         assert_eq!(out.stdout.text, "ok\n", "round {round}");
         assert_eq!(rs.is_empty(), Some(true));
     }
     assert_eq!(procs_with(&m), Vec::<i32>::new());
-}
-
-#[test]
-fn a_child_killed_at_birth_by_the_kernel_is_started_again_the_other_way() {
-    // A cgroup that saw `cgroup.kill` (here: its run killed it while it
-    // was still empty) makes the kernel SIGKILL a child cloned into it
-    // before that child runs anything. The spawn notices (the child never
-    // started), reaps it, and starts it with plain clone plus a write to
-    // `cgroup.procs`; the command runs once.
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
-    let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
-        return;
-    }
-    assert!(rs.kill_all().unwrap());
-    let count = root.path.join("count");
-    let script = format!("echo x >> {}; echo ok", count.display());
-    let spec = ExecSpec {
-        child: sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]),
-        stdin: None,
-        timeout: Duration::from_secs(60),
-        kill_grace: Duration::from_millis(500),
-        drain: Duration::from_millis(200),
-        output_chars: 1000,
-        hard_limit_bytes: 0,
-    };
-    let out = run(spec, &CancelToken::new()).unwrap();
-    assert_eq!(out.termination, Termination::Exited(0), "{:?}", out.stderr);
-    assert_eq!(out.stdout.text, "ok\n");
-    assert_eq!(std::fs::read_to_string(&count).unwrap(), "x\n");
 }
