@@ -98,6 +98,24 @@ pub struct PathRule {
     pub access: u64,
     /// For summaries and errors only.
     pub path: String,
+    /// Where the rule lands once symlinks are followed, and whether that is
+    /// a directory: for finding rules another one already covers.
+    real: Option<std::path::PathBuf>,
+    is_dir: bool,
+}
+
+impl PathRule {
+    /// Whether `self`, a directory rule, already grants everything `other`
+    /// grants: Landlock adds up the rights of every rule on the way down,
+    /// so a rule beneath a directory with no right of its own adds nothing.
+    fn covers(&self, other: &PathRule) -> bool {
+        match (&self.real, &other.real) {
+            (Some(dir), Some(path)) => {
+                self.is_dir && path.starts_with(dir) && other.access & !self.access == 0
+            }
+            _ => false,
+        }
+    }
 }
 
 /// What the child needs to build its ruleset.
@@ -149,10 +167,16 @@ impl Plan {
     }
 
     /// Opens `path` and records a rule; `Ok(false)` when it does not exist.
+    /// A rule that an existing one covers is dropped (on a merged-/usr
+    /// system `/bin`, `/lib`, `/sbin` are `/usr`'s), and so are existing
+    /// rules the new one covers: every rule is a syscall in each child.
     pub fn add_path(&mut self, path: &Path, access: u64) -> std::io::Result<bool> {
         match open_rule(path, access & self.attr.handled_access_fs) {
             Ok(rule) => {
-                self.paths.push(rule);
+                if !self.paths.iter().any(|r| r.covers(&rule)) {
+                    self.paths.retain(|r| !rule.covers(r));
+                    self.paths.push(rule);
+                }
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -173,6 +197,8 @@ pub fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
         fd,
         access,
         path: path.display().to_string(),
+        real: std::fs::canonicalize(path).ok(),
+        is_dir,
     })
 }
 
@@ -258,5 +284,54 @@ impl Step {
             Step::Exec,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(plan: &Plan) -> Vec<String> {
+        plan.paths.iter().map(|r| r.path.clone()).collect()
+    }
+
+    #[test]
+    fn rules_another_rule_covers_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("top");
+        let inner = top.join("inner");
+        std::fs::create_dir_all(&inner).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&inner, &link).unwrap();
+        let file = top.join("f");
+        std::fs::write(&file, b"x").unwrap();
+
+        // ABI 7 handles every right used here, so none is trimmed away.
+        let mut plan = Plan::new(7, &[]);
+        let rw = READ_EXEC | ACCESS_FS_WRITE_FILE;
+        // A narrower rule first, then the directory that covers it.
+        plan.add_path(&inner, READ_EXEC).unwrap();
+        plan.add_path(&top, READ_EXEC).unwrap();
+        assert_eq!(paths(&plan), vec![top.display().to_string()]);
+        // Beneath it, through a symlink, with no right of its own: dropped.
+        plan.add_path(&link, READ_EXEC).unwrap();
+        plan.add_path(&file, ACCESS_FS_READ_FILE).unwrap();
+        assert_eq!(paths(&plan), vec![top.display().to_string()]);
+        // Beneath it with more rights: kept, and the access is its own.
+        plan.add_path(&inner, rw).unwrap();
+        assert_eq!(
+            paths(&plan),
+            vec![top.display().to_string(), inner.display().to_string()]
+        );
+        assert_eq!(
+            plan.paths[1].access & ACCESS_FS_WRITE_FILE,
+            ACCESS_FS_WRITE_FILE
+        );
+        // Missing paths add nothing and say so.
+        assert!(
+            !plan
+                .add_path(&dir.path().join("missing"), READ_EXEC)
+                .unwrap()
+        );
     }
 }
