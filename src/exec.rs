@@ -542,9 +542,11 @@ pub fn run(mut spec: ExecSpec, cancel: &CancelToken) -> Result<ExecOutcome, Exec
             && wait_pidfd(fd.as_fd(), false, false)?.is_some()
         {
             exited = true;
-            if reason.is_some() {
+            if reason.is_some() && main.sandbox.as_ref().is_some_and(|sb| sb.has_cgroup()) {
                 // Stopped and gone: the grace was for it to clean up. What
-                // it left behind was told too and gets no longer wait.
+                // it left behind was told too, and the cgroup kill that
+                // follows waits until every one of them is dead. (Without a
+                // cgroup only the grace and the pipes' end say they are.)
                 break;
             }
             // A grandchild holding the pipes must not hold the result:

@@ -463,6 +463,11 @@ impl RunSandbox {
         }
     }
 
+    /// Whether the run has a cgroup, which can kill (and count) all of it.
+    pub fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
     /// Sends `sig` to every process of the run's cgroup, if it has one.
     pub fn signal_all(&self, sig: nix::sys::signal::Signal) {
         if let Some(cg) = &self.cgroup {
