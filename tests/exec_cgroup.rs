@@ -24,6 +24,15 @@ fn run_with_cgroup(sb: &agent_exec::sandbox::Sandbox) -> Option<Arc<RunSandbox>>
     Some(rs)
 }
 
+/// A fresh root, its sandbox and one run of it with a cgroup, or `None`
+/// (with a note) on a host that gives runs no cgroup.
+fn cgroup_run() -> Option<(sandbox_common::Root, Arc<RunSandbox>)> {
+    let root = sandbox_common::root();
+    let sb = sandbox_common::sandbox(&root.path);
+    let rs = run_with_cgroup(&sb)?;
+    Some((root, rs))
+}
+
 /// `sh -c script` in the run, tagged with `mark` when given, a minute to
 /// run, and the given grace and drain.
 fn sh_in(
@@ -53,9 +62,7 @@ fn sh_in(
 
 #[test]
 fn escaped_grandchildren_die_with_the_cgroup() {
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
-    let Some(rs) = run_with_cgroup(&sb) else {
+    let Some((root, rs)) = cgroup_run() else {
         return;
     };
     let m = marker();
@@ -93,9 +100,7 @@ fn escaped_grandchildren_die_with_the_cgroup() {
 
 #[test]
 fn the_child_is_born_in_its_runs_cgroup() {
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
-    let Some(rs) = run_with_cgroup(&sb) else {
+    let Some((root, rs)) = cgroup_run() else {
         return;
     };
     let spec = sh_in(
@@ -136,9 +141,7 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
     // the session. The other ignores SIGTERM and holds the run's pipes.
     // The grace is a minute: a run that waited it out (for the pipes, or
     // for a note that never comes) would take that long.
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
-    let Some(rs) = run_with_cgroup(&sb) else {
+    let Some((root, rs)) = cgroup_run() else {
         return;
     };
     let m = marker();

@@ -210,7 +210,10 @@ pub fn spawn(spec: &ChildSpec) -> Result<Spawned, SpawnError> {
         fprog,
         v2_joined: false,
         started: std::sync::atomic::AtomicBool::new(false),
-        bounding_empty: sandbox.is_some_and(|s| thread_bounding_empty(s.shared.cap_last)),
+        // Only a privileged child drops the set, so only then is it worth
+        // the 41 reads of checking (once per thread, once it is empty).
+        bounding_empty: sandbox
+            .is_some_and(|s| s.shared.creds.privileged && thread_bounding_empty(s.shared.cap_last)),
     };
 
     // SAFETY: the child runs only `child_main` on its own stack, which makes
