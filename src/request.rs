@@ -1,13 +1,6 @@
 //! What a client may ask for, validated like input to a public API.
 
-/// The command as the client sent it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandSpec {
-    /// One shell string (what agents send).
-    Shell(String),
-    /// An argv, exec'd directly when the policy allows.
-    Argv(Vec<String>),
-}
+pub use agent_exec_policy::CommandSpec;
 
 /// One `run_shell` call after validation.
 #[derive(Debug, Clone, PartialEq, Eq)]

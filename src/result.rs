@@ -156,6 +156,23 @@ pub struct SandboxSummary {
     pub warnings: Vec<String>,
 }
 
+impl From<agent_exec_sandbox::Summary> for SandboxSummary {
+    fn from(s: agent_exec_sandbox::Summary) -> Self {
+        SandboxSummary {
+            landlock_abi: s.landlock_abi,
+            landlock: s.landlock,
+            seccomp: s.seccomp,
+            no_new_privs: s.no_new_privs,
+            network: s.network,
+            uid: s.uid,
+            gid: s.gid,
+            limits: s.limits,
+            not_applied: s.not_applied,
+            warnings: s.warnings,
+        }
+    }
+}
+
 /// One call's answer. Field order is the order a model reads best: verdict
 /// first, then output, then detail.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

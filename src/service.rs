@@ -169,6 +169,36 @@ pub fn trace_options(
     }
 }
 
+/// The sandbox configuration a policy asks for. The readable system
+/// directories come from the policy crate, the one list both the policy's
+/// path checks and the kernel's rules are built from.
+pub fn sandbox_config(p: &crate::policy::SandboxPolicy) -> agent_exec_sandbox::SandboxConfig {
+    use crate::policy::Enforcement;
+    agent_exec_sandbox::SandboxConfig {
+        enforcement: match p.enforcement {
+            Enforcement::Strict => agent_exec_sandbox::Enforcement::Strict,
+            Enforcement::BestEffort => agent_exec_sandbox::Enforcement::BestEffort,
+        },
+        system_read: crate::policy::SYSTEM_READ_DIRS
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect(),
+        read: p.read.clone(),
+        write: p.write.clone(),
+        connect_ports: p.connect_ports.clone(),
+        bind_ports: p.bind_ports.clone(),
+        run_as: p.run_as.clone(),
+        allow_root_child: p.allow_root_child,
+        rlimit_nofile: p.rlimit_nofile,
+        rlimit_fsize_bytes: p.rlimit_fsize_bytes,
+        rlimit_as_bytes: p.rlimit_as_bytes,
+        rlimit_nproc: p.rlimit_nproc,
+        rlimit_cpu_seconds: p.rlimit_cpu_seconds,
+        pids_max: p.pids_max,
+        memory_max_bytes: p.memory_max_bytes,
+    }
+}
+
 impl Service {
     pub fn new(cfg: ServiceConfig) -> Result<Service, ServiceError> {
         let root = std::fs::canonicalize(&cfg.root).map_err(|source| ServiceError::Root {
@@ -178,7 +208,7 @@ impl Service {
         if !root.is_dir() {
             return Err(ServiceError::RootNotDir(root));
         }
-        let sandbox = Sandbox::prepare(&cfg.policy.sandbox, &root)?;
+        let sandbox = Sandbox::prepare(&sandbox_config(&cfg.policy.sandbox), &root)?;
         let store = match &cfg.state_dir {
             Some(dir) => Some(Store::open(dir)?),
             None => None,
@@ -237,7 +267,7 @@ impl Service {
                 "max_command_bytes": l.max_command_bytes,
             },
             "budget": {"max_mutating_runs": self.policy.budget.max_mutating_runs, "max_wall_ms": self.policy.budget.max_wall_ms},
-            "sandbox": self.sandbox.summary(),
+            "sandbox": crate::result::SandboxSummary::from(self.sandbox.summary()),
             "version": env!("CARGO_PKG_VERSION"),
         })
     }
@@ -599,7 +629,7 @@ impl Service {
         };
         let mut result = ToolResult::refusal(call_id, ErrorType::InternalError, "");
         result.env_scrubbed = self.base_env.scrubbed.clone();
-        result.sandbox = Some(run.summary());
+        result.sandbox = Some(run.summary().into());
         match exec::run(spec, cancel) {
             Ok(outcome) => self.fill_outcome(&mut result, outcome, timeout_ms, decision),
             Err(exec::ExecError::Spawn(crate::spawn::SpawnError::NotFound(p))) => {

@@ -20,7 +20,11 @@ fn without_landlock_strict_refuses_and_best_effort_reports() {
     let r = root();
     let marker = r.path.join("ran");
 
-    let err = Sandbox::prepare(&SandboxPolicy::default(), &r.path).unwrap_err();
+    let err = Sandbox::prepare(
+        &agent_exec::service::sandbox_config(&SandboxPolicy::default()),
+        &r.path,
+    )
+    .unwrap_err();
     assert_eq!(err.layer(), "landlock");
     assert!(err.to_string().contains("landlock"), "{err}");
 
@@ -28,7 +32,7 @@ fn without_landlock_strict_refuses_and_best_effort_reports() {
         enforcement: Enforcement::BestEffort,
         ..Default::default()
     };
-    let sb = Sandbox::prepare(&cfg, &r.path).unwrap();
+    let sb = Sandbox::prepare(&agent_exec::service::sandbox_config(&cfg), &r.path).unwrap();
     let s = sb.summary();
     assert_eq!(s.landlock, "none");
     assert_eq!(s.landlock_abi, 0);

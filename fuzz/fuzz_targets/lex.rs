@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use agent_exec::lexer::{Script, Span, lex};
+use agent_exec_lexer::{Script, Span, lex};
 use libfuzzer_sys::fuzz_target;
 
 fn check_span(input: &str, span: Span) {

@@ -51,7 +51,7 @@ pub fn sandbox(root: &Path) -> Sandbox {
 }
 
 pub fn sandbox_with(root: &Path, cfg: SandboxPolicy) -> Sandbox {
-    Sandbox::prepare(&cfg, root).unwrap()
+    Sandbox::prepare(&agent_exec::service::sandbox_config(&cfg), root).unwrap()
 }
 
 pub struct Out {

@@ -64,7 +64,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Pid, read, write};
 
 use crate::capture::Capture;
-use crate::sandbox::RunSandbox;
+use crate::plan::RunSandbox;
 use crate::spawn::ChildSpec;
 // How the main child ended: exit code or signal.
 use crate::spawn::sys::ChildExit as Status;

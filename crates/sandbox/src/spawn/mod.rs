@@ -8,7 +8,7 @@
 //! - this file: clone/exec and the child's setup sequence;
 //! - [`landlock_sys`]: Landlock's raw syscalls, the ABI probe and the
 //!   ruleset the child enforces (the parent decides its content in
-//!   `crate::sandbox::landlock`);
+//!   `crate::plan::landlock`);
 //! - [`sys`]: small safe wrappers (pidfd, `waitid` on a pidfd, `ppoll` on
 //!   fixed slots, the seccomp probe) for the parent-side code in `exec` and
 //!   `sandbox`, which use them, or `nix`, and no `unsafe` of their own.
@@ -67,8 +67,8 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
-use crate::sandbox::RunSandbox;
-use crate::sandbox::landlock::Step;
+use crate::plan::RunSandbox;
+use crate::plan::landlock::Step;
 
 pub mod landlock_sys;
 pub mod sys;
@@ -778,7 +778,7 @@ unsafe fn clone3_vm(_args: &CloneArgs, _arg: *mut libc::c_void) -> std::io::Resu
 /// `prctl` calls (about 60 µs measured). Best effort: without
 /// CAP_SETPCAP nothing changes and children drop the set themselves.
 pub fn drop_thread_bounding_set() {
-    let last = crate::sandbox::privs::cap_last_cap();
+    let last = crate::plan::privs::cap_last_cap();
     for cap in 0..=last {
         // SAFETY: prctl on the calling thread's own credentials.
         unsafe {

@@ -1,12 +1,12 @@
 //! Landlock's raw syscalls: the ABI probe the parent runs once, and the
 //! ruleset the child builds and enforces between fork and exec. Which
 //! paths, rights and ports go into the ruleset is decided in
-//! `crate::sandbox::landlock`; this file only hands that plan to the
+//! `crate::plan::landlock`; this file only hands that plan to the
 //! kernel.
 
 use std::os::fd::AsRawFd;
 
-use crate::sandbox::landlock::{
+use crate::plan::landlock::{
     NetPortAttr, PathBeneathAttr, Plan, RULE_NET_PORT, RULE_PATH_BENEATH, RulesetAttr, Step,
 };
 

@@ -15,17 +15,11 @@ use super::{
     BudgetPolicy, Context, DaemonPolicy, EnvPolicy, FeatureAction, Limits, Policy, RiskLevel,
     SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
 };
-use crate::request::CommandSpec;
+use crate::CommandSpec;
 
 /// Examples are decided against this root so they mean the same on every
 /// machine: nothing under it exists, so no path is canonicalized.
 pub const EXAMPLE_ROOT: &str = "/nonexistent-example-root";
-
-/// Directories every program needs to read; arguments inside them are not
-/// escapes. `[sandbox] read` adds to these.
-const SYSTEM_READ: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -728,7 +722,7 @@ fn build_engine(
         }
     }
 
-    let mut readable: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+    let mut readable: Vec<PathBuf> = crate::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
     let extra = |list: &[String], out: &mut Vec<PathBuf>| {
         for p in list {
             if !p.starts_with('/') {

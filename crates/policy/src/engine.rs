@@ -15,10 +15,10 @@ use serde::Deserialize;
 use super::hidden;
 use super::paths::{basename, is_symlink, normalize_lexically, resolve_path};
 use super::{Context, Decision, FeatureAction, Policy, RiskLevel, Verdict};
-use crate::lexer::{
+use crate::CommandSpec;
+use agent_exec_lexer::{
     self, Features, Operator, ParseError, RedirectKind, Script, SimpleCommand, Span, Word,
 };
-use crate::request::CommandSpec;
 
 /// How an allowed program uses its operands (decides which paths must be
 /// inside the root rather than merely readable).
@@ -602,7 +602,7 @@ impl Policy {
         let mut cwd = Cwd::default();
         let needs_shell = match cmd {
             CommandSpec::Shell(text) => {
-                let script = lexer::lex(text)?;
+                let script = agent_exec_lexer::lex(text)?;
                 walk.raw(text);
                 walk.script(&script, &mut cwd, 0);
                 script.needs_shell || walk.shell_only
@@ -1770,7 +1770,7 @@ impl<'p> Walk<'p> {
             self.too_deep(shown);
             return;
         }
-        match lexer::lex(text) {
+        match agent_exec_lexer::lex(text) {
             Ok(script) => {
                 let mut inner = cwd.clone();
                 self.script(&script, &mut inner, depth + 1);

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use nix::fcntl::{OFlag, open};
 use nix::sys::stat::Mode;
 
-use crate::policy::{Enforcement, SandboxPolicy};
-use crate::result::SandboxSummary;
+use crate::config::{Enforcement, SandboxConfig};
+use crate::summary::Summary as SandboxSummary;
 
 pub use privs::Creds;
 
@@ -113,9 +113,6 @@ const ETC_READ: &[&str] = &[
     "/etc/localtime",
     "/etc/nsswitch.conf",
 ];
-const SYSTEM_READ: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
 
 /// Name of the debug-only switch that makes `prepare` behave as on a kernel
 /// without Landlock (tests of the fail-closed path).
@@ -130,7 +127,7 @@ impl Sandbox {
     /// Probes the kernel and prepares every layer. Under strict enforcement
     /// a missing layer is an error naming it; under best effort it is
     /// listed in `summary().not_applied`.
-    pub fn prepare(cfg: &SandboxPolicy, root: &Path) -> Result<Sandbox, SandboxError> {
+    pub fn prepare(cfg: &SandboxConfig, root: &Path) -> Result<Sandbox, SandboxError> {
         let strict = cfg.enforcement == Enforcement::Strict;
         let root = root
             .canonicalize()
@@ -218,7 +215,11 @@ impl Sandbox {
             let mut plan = landlock::Plan::new(abi, &ports);
             let io =
                 |p: &str, e: std::io::Error| SandboxError::Landlock(format!("opening {p}: {e}"));
-            for p in SYSTEM_READ.iter().chain(ETC_READ) {
+            for p in &cfg.system_read {
+                plan.add_path(p, landlock::READ_EXEC)
+                    .map_err(|e| io(&p.to_string_lossy(), e))?;
+            }
+            for p in ETC_READ {
                 plan.add_path(Path::new(p), landlock::READ_EXEC)
                     .map_err(|e| io(p, e))?;
             }

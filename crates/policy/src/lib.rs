@@ -6,6 +6,8 @@
 //! policy and a lexed request to a `Decision`; it touches the filesystem only
 //! to canonicalize paths that exist.
 
+#![deny(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 
 mod engine;
@@ -17,6 +19,28 @@ mod paths;
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
 pub use paths::resolve_program;
+
+/// Directories every program needs to read and execute; arguments inside
+/// them are not escapes, and the kernel sandbox grants exactly these (plus
+/// `[sandbox] read`). The one list both layers use, so what the policy
+/// believes and what the kernel enforces cannot drift apart.
+pub const SYSTEM_READ_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Variable names whose values are secrets: never passed to the child
+/// (the default `[env] secret_pattern`) and redacted from traces.
+pub const DEFAULT_SECRET_PATTERN: &str =
+    "(?i)(key|token|secret|passw|credential|auth|cookie|session|private)";
+
+/// The command as a client sent it: what the policy decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandSpec {
+    /// One shell string (what agents send).
+    Shell(String),
+    /// An argv, exec'd directly when the policy allows.
+    Argv(Vec<String>),
+}
 
 /// The three outcomes. Ordered so that `max` gives the strictest: any deny
 /// wins over require_approval, which wins over allow.
@@ -117,8 +141,7 @@ impl Default for EnvPolicy {
             path: "/usr/local/bin:/usr/bin:/bin".to_string(),
             keep: vec!["LANG".into(), "LC_*".into(), "TERM".into(), "TZ".into()],
             set: Default::default(),
-            secret_pattern: "(?i)(key|token|secret|passw|credential|auth|cookie|session|private)"
-                .to_string(),
+            secret_pattern: DEFAULT_SECRET_PATTERN.to_string(),
         }
     }
 }
@@ -132,7 +155,7 @@ pub enum Enforcement {
     BestEffort,
 }
 
-/// Kernel sandbox settings (consumed by `crate::sandbox`).
+/// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxPolicy {

@@ -16,6 +16,8 @@
 //! and operators inside the brackets in the word, this lexer splits there
 //! (every part is still seen by the policy).
 
+#![deny(unsafe_code)]
+
 use serde::Serialize;
 
 /// Byte offsets into the request string.

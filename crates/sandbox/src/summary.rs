@@ -1,0 +1,24 @@
+//! What the kernel applied for a run, as the sandbox measured it.
+
+/// The sandbox's own account of a run's layers. The service turns it into
+/// the wire form of the tool result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// Landlock ABI version the kernel offers (0: none).
+    pub landlock_abi: u32,
+    /// `full`, `partial` or `none`.
+    pub landlock: String,
+    pub seccomp: bool,
+    pub no_new_privs: bool,
+    /// `none`, or `loopback:PORT,...`.
+    pub network: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Limits actually applied, e.g. `rlimit_nofile=1024`, `cgroup_pids_max=256`.
+    pub limits: Vec<String>,
+    /// Layers that were requested but could not be applied (best-effort only).
+    pub not_applied: Vec<String>,
+    /// Setup problems that do not stop the run, e.g. the child user cannot
+    /// write the root.
+    pub warnings: Vec<String>,
+}
