@@ -226,10 +226,10 @@ impl Service {
             trace_dir: cfg.trace_dir,
             replay: cfg.replay,
             base_env,
-            shell: [c"/bin/bash", c"/usr/bin/bash"]
-                .into_iter()
-                .find(|p| Path::new(p.to_str().unwrap_or_default()).is_file())
-                .map(|p| p.to_owned()),
+            shell: crate::policy::SHELL_PATHS
+                .iter()
+                .find(|p| Path::new(p).is_file())
+                .and_then(|p| CString::new(*p).ok()),
             call_prefix: format!("c{:x}{:x}", pid, unix_millis()),
             calls: AtomicU64::new(0),
         })

@@ -14,11 +14,10 @@ use serde_json::Value;
 /// What replaces a secret. Stable so tests and readers can count hits.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Variable names whose values are treated as secrets. Same spirit as the
-/// policy's default `secret_pattern`, so the child's scrubbed environment and
-/// the trace agree on what a secret is.
-const SECRET_NAME: &str =
-    r"(?i)(key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|bearer)";
+/// Variable names whose values are treated as secrets: the policy's
+/// default `secret_pattern`, so the child's scrubbed environment and the
+/// trace agree on what a secret is.
+const SECRET_NAME: &str = agent_exec_policy::DEFAULT_SECRET_PATTERN;
 
 /// Values shorter than this are not scrubbed literally: replacing every `1`
 /// or `on` in a trace would destroy it without protecting anything.
@@ -65,10 +64,9 @@ static URL_CREDENTIALS: LazyLock<Regex> = LazyLock::new(|| re(r"(://[^/\s:@]+:)(
 
 /// `NAME=value`, `NAME: value`, `"name": "value"` where NAME looks secret.
 static NAMED_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r#"(?i)([A-Za-z0-9_.\-]*(?:key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|bearer)[A-Za-z0-9_.\-]*"?)"#,
-        r#"(\s*[=:]\s*)"#,
-        r#"("[^"]*"|'[^']*'|[^\s&;|"',}]+)"#,
+    re(&format!(
+        r#"(?i)([A-Za-z0-9_.\-]*(?:{words})[A-Za-z0-9_.\-]*"?)(\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;|"',}}]+)"#,
+        words = agent_exec_policy::SECRET_NAME_WORDS,
     ))
 });
 

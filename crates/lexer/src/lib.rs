@@ -18,6 +18,10 @@
 
 #![deny(unsafe_code)]
 
+/// Where the shell whose grammar this lexer follows (bash) is looked up, in
+/// order. A script this lexer read must run under this shell and no other.
+pub const SHELL_PATHS: &[&str] = &["/bin/bash", "/usr/bin/bash"];
+
 use serde::Serialize;
 
 /// Byte offsets into the request string.

@@ -28,10 +28,26 @@ pub const SYSTEM_READ_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
+macro_rules! secret_name_words {
+    () => {
+        "key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|bearer"
+    };
+}
+
+/// The words that make a variable or option name secret-looking, as regex
+/// alternatives. One list for the child's environment scrub (the default
+/// `[env] secret_pattern`) and the trace redactor, so both agree on what a
+/// secret is.
+pub const SECRET_NAME_WORDS: &str = secret_name_words!();
+
 /// Variable names whose values are secrets: never passed to the child
 /// (the default `[env] secret_pattern`) and redacted from traces.
-pub const DEFAULT_SECRET_PATTERN: &str =
-    "(?i)(key|token|secret|passw|credential|auth|cookie|session|private)";
+pub const DEFAULT_SECRET_PATTERN: &str = concat!("(?i)(", secret_name_words!(), ")");
+
+/// The shell whose grammar the lexer models, by the paths it is looked up
+/// at. A request that needs a shell runs under this one (as `bash -p -c`)
+/// and nothing else, so the policy's reading and the shell's agree.
+pub use agent_exec_lexer::SHELL_PATHS;
 
 /// The command as a client sent it: what the policy decides on.
 #[derive(Debug, Clone, PartialEq, Eq)]
