@@ -187,6 +187,7 @@ pub fn sandbox_config(p: &crate::policy::SandboxPolicy) -> agent_exec_sandbox::S
         write: p.write.clone(),
         connect_ports: p.connect_ports.clone(),
         bind_ports: p.bind_ports.clone(),
+        allow_unix_sockets: p.unix_sockets,
         run_as: p.run_as.clone(),
         allow_root_child: p.allow_root_child,
         rlimit_nofile: p.rlimit_nofile,

@@ -184,6 +184,8 @@ pub struct SandboxPolicy {
     pub connect_ports: Vec<u16>,
     /// Loopback TCP ports the child may bind.
     pub bind_ports: Vec<u16>,
+    /// Let the child create Unix sockets; see `docs/policy.md`.
+    pub unix_sockets: bool,
     /// User name or numeric uid for the child when the supervisor is root.
     /// None: the root directory's owner if not root, else `nobody`.
     pub run_as: Option<String>,
@@ -207,6 +209,7 @@ impl Default for SandboxPolicy {
             write: Vec::new(),
             connect_ports: Vec::new(),
             bind_ports: Vec::new(),
+            unix_sockets: false,
             run_as: None,
             allow_root_child: false,
             rlimit_nofile: 1024,

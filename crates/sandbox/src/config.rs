@@ -28,6 +28,11 @@ pub struct SandboxConfig {
     pub connect_ports: Vec<u16>,
     /// Loopback TCP ports the child may bind.
     pub bind_ports: Vec<u16>,
+    /// Let the child create Unix sockets (`socket(AF_UNIX)`, datagram
+    /// socket pairs). Off: Landlock cannot stop a connect to a pathname
+    /// socket outside the root (the system bus, /dev/log, an ssh-agent),
+    /// so the seccomp filter refuses the calls that could reach one.
+    pub allow_unix_sockets: bool,
     /// User name or numeric uid for the child when the supervisor is root.
     /// None: the root directory's owner if not root, else `nobody`.
     pub run_as: Option<String>,
@@ -54,6 +59,7 @@ impl SandboxConfig {
             write: Vec::new(),
             connect_ports: Vec::new(),
             bind_ports: Vec::new(),
+            allow_unix_sockets: false,
             run_as: None,
             allow_root_child: false,
             rlimit_nofile: 1024,

@@ -182,7 +182,10 @@ impl Sandbox {
             not_applied.push("seccomp".to_string());
         }
         let seccomp = if seccomp_ok {
-            Some(seccomp::build(inet)?)
+            Some(seccomp::build(seccomp::Options {
+                inet,
+                unix_sockets: cfg.allow_unix_sockets,
+            })?)
         } else {
             None
         };

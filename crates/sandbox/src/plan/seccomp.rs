@@ -1,6 +1,16 @@
 //! The seccomp program: default allow, a short deny list answered with an
 //! errno, compiled once in the parent into classic BPF.
 //!
+//! What the list refuses, beyond the calls only an administrator needs
+//! (mounts, modules, keys, tracing): what Landlock cannot see. Unix
+//! sockets (a pathname socket outside the root is reachable by connect,
+//! Landlock only governs creating one) unless the policy opts in; calls
+//! that act on another process of the same uid by pid (rlimits, nice
+//! value, scheduling, memory placement), which are kept to the caller;
+//! host-wide objects named by key (SysV IPC, POSIX message queues); and
+//! change notification (inotify, fanotify), which watches directories
+//! the user can read. `docs/threat-model.md` has the table of decisions.
+//!
 //! Why a generator of our own rather than seccompiler's output: seccompiler
 //! emits one linear chain per syscall, so every allowed syscall of every
 //! child walks the whole list (~190 µs per child measured for a flat
@@ -8,9 +18,10 @@
 //! `clone3` next to EPERM), and it does not reject x32 syscall numbers, which
 //! share `AUDIT_ARCH_X86_64` and would bypass every number-keyed rule. Here
 //! the syscall numbers are searched with a balanced binary tree of `jge`
-//! (about log2(n) comparisons for an allowed syscall), and argument checks
-//! use `jset`. A unit test cross-checks the verdicts against a filter built
-//! by seccompiler from the same list.
+//! (about log2(n) comparisons for an allowed syscall: 12 instructions for
+//! `read` with 82 entries), and argument checks use `jeq`/`jset` in one
+//! block per distinct check. A unit test cross-checks the verdicts against
+//! a filter built by seccompiler from the same list.
 
 use super::SandboxError;
 
@@ -56,6 +67,22 @@ pub const CLONE_NS_FLAGS: u32 = (libc::CLONE_NEWNS
 
 const PERSONALITY_QUERY: u32 = 0xffff_ffff;
 const SOCK_TYPE_MASK: u32 = 0xf;
+/// `setpriority`'s "which" for one process (the caller when "who" is 0).
+const PRIO_PROCESS: u32 = 0;
+/// `ioprio_set`'s "which" for one process (linux/ioprio.h).
+const IOPRIO_WHO_PROCESS: u32 = 1;
+/// Linux 6.15's `open_tree_attr`, numbered alike on every architecture;
+/// the libc crate does not name it yet.
+const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+
+/// What the policy opens up in the filter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Non-raw AF_INET/AF_INET6 sockets (Landlock then limits the ports).
+    pub inet: bool,
+    /// `socket(AF_UNIX)` and datagram socket pairs.
+    pub unix_sockets: bool,
+}
 
 /// What the filter does with one listed syscall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,29 +91,46 @@ pub enum Check {
     Errno(u32),
     /// EPERM when arg0 has any namespace flag.
     CloneFlags,
-    /// `socket`/`socketpair`: only AF_UNIX (plus non-raw AF_INET/AF_INET6
-    /// when `inet`).
-    SocketDomain { inet: bool },
+    /// `socket`: AF_UNIX when `unix`, non-raw AF_INET/AF_INET6 when `inet`,
+    /// EPERM for everything else. With neither the entry is a plain EPERM.
+    SocketDomain { inet: bool, unix: bool },
+    /// `socketpair`: AF_UNIX only; without `dgram` only the connected
+    /// kinds (stream, seqpacket). A datagram socket, paired or not, can
+    /// `sendto` or re-`connect` to any pathname socket it can name.
+    SocketPair { dgram: bool },
     /// EPERM unless arg0 is PER_LINUX (0) or the query value.
     Personality,
     /// EPERM for TIOCSTI / TIOCLINUX in arg1.
     IoctlCmd,
+    /// EPERM unless arg0 (a pid) is 0, the caller itself.
+    SelfPid,
+    /// EPERM unless arg0 ("which") is this per-process kind and arg1
+    /// ("who") is 0, the caller itself.
+    SelfWhich(u32),
 }
 
 /// The deny list, sorted by syscall number.
-pub fn deny_list(inet: bool) -> Vec<(u32, Check)> {
+pub fn deny_list(opts: Options) -> Vec<(u32, Check)> {
     let eperm = Check::Errno(libc::EPERM as u32);
+    let enosys = Check::Errno(libc::ENOSYS as u32);
     let plain: &[libc::c_long] = &[
         libc::SYS_ptrace,
         libc::SYS_process_vm_readv,
         libc::SYS_process_vm_writev,
         libc::SYS_pidfd_getfd,
+        // Memory of another process: advice, reaping a dying one, and
+        // comparing its kernel objects (also an oracle of which pids share
+        // the uid).
+        libc::SYS_process_madvise,
+        libc::SYS_process_mrelease,
+        libc::SYS_kcmp,
         libc::SYS_mount,
         libc::SYS_umount2,
         libc::SYS_pivot_root,
         libc::SYS_chroot,
         libc::SYS_move_mount,
         libc::SYS_open_tree,
+        SYS_OPEN_TREE_ATTR,
         libc::SYS_fsopen,
         libc::SYS_fsconfig,
         libc::SYS_fsmount,
@@ -119,18 +163,83 @@ pub fn deny_list(inet: bool) -> Vec<(u32, Check)> {
         libc::SYS_clock_settime,
         libc::SYS_settimeofday,
         libc::SYS_syslog,
+        // SysV IPC objects are host-wide, keyed by number and outlive the
+        // run; none of these has a per-run form.
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmdt,
+        libc::SYS_shmctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        // POSIX message queues are host-wide names too; the other mq_*
+        // calls need a descriptor only mq_open gives.
+        libc::SYS_mq_open,
+        libc::SYS_mq_unlink,
+        // Unprivileged fanotify (5.13+) reports events on any inode the
+        // user can read, and Landlock does not mediate marks.
+        libc::SYS_fanotify_init,
         #[cfg(target_arch = "x86_64")]
         libc::SYS_iopl,
         #[cfg(target_arch = "x86_64")]
         libc::SYS_ioperm,
     ];
     let mut list: Vec<(u32, Check)> = plain.iter().map(|nr| (*nr as u32, eperm)).collect();
-    list.push((libc::SYS_clone3 as u32, Check::Errno(libc::ENOSYS as u32)));
+    list.push((libc::SYS_clone3 as u32, enosys));
+    // inotify shows the names of files others create in any directory the
+    // user can read, Landlock has no hook for watches; ENOSYS makes
+    // watchers (`tail -f`) fall back to polling.
+    #[cfg(target_arch = "x86_64")]
+    list.push((libc::SYS_inotify_init as u32, enosys));
+    list.push((libc::SYS_inotify_init1 as u32, enosys));
     list.push((libc::SYS_clone as u32, Check::CloneFlags));
-    list.push((libc::SYS_socket as u32, Check::SocketDomain { inet }));
-    list.push((libc::SYS_socketpair as u32, Check::SocketDomain { inet }));
+    let socket = match opts {
+        Options {
+            inet: false,
+            unix_sockets: false,
+        } => eperm,
+        Options { inet, unix_sockets } => Check::SocketDomain {
+            inet,
+            unix: unix_sockets,
+        },
+    };
+    list.push((libc::SYS_socket as u32, socket));
+    list.push((
+        libc::SYS_socketpair as u32,
+        Check::SocketPair {
+            dgram: opts.unix_sockets,
+        },
+    ));
     list.push((libc::SYS_personality as u32, Check::Personality));
     list.push((libc::SYS_ioctl as u32, Check::IoctlCmd));
+    // Calls that change (or, for prlimit64 and get_robust_list, read
+    // behind a same-uid check) another process: only the caller itself.
+    // Queries without a uid check (sched_getaffinity, sched_getparam,
+    // getpriority, ...) stay open: glibc's pthread functions make them on
+    // the caller's own threads by tid.
+    for nr in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_sched_getattr,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+        libc::SYS_get_robust_list,
+    ] {
+        list.push((nr as u32, Check::SelfPid));
+    }
+    list.push((libc::SYS_setpriority as u32, Check::SelfWhich(PRIO_PROCESS)));
+    list.push((
+        libc::SYS_ioprio_set as u32,
+        Check::SelfWhich(IOPRIO_WHO_PROCESS),
+    ));
     list.sort_by_key(|(nr, _)| *nr);
     list.dedup_by_key(|(nr, _)| *nr);
     list
@@ -217,8 +326,15 @@ impl Asm {
 }
 
 /// Builds the program for the build target's architecture.
-pub fn build(inet: bool) -> Result<Vec<libc::sock_filter>, SandboxError> {
-    build_from(&deny_list(inet))
+pub fn build(opts: Options) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    build_from(&deny_list(opts))
+}
+
+/// The shared returns every handler jumps to.
+#[derive(Clone, Copy)]
+struct Returns {
+    allow: usize,
+    eperm: usize,
 }
 
 fn build_from(list: &[(u32, Check)]) -> Result<Vec<libc::sock_filter>, SandboxError> {
@@ -230,6 +346,7 @@ fn build_from(list: &[(u32, Check)]) -> Result<Vec<libc::sock_filter>, SandboxEr
     let eperm = a.label();
     let kill = a.label();
     let enosys = a.label();
+    let ret = Returns { allow, eperm };
 
     a.stmt(BPF_LD_W_ABS, OFF_ARCH);
     a.jump(BPF_JMP_JEQ_K, AUDIT_ARCH, Target::Next, Target::Label(kill));
@@ -243,95 +360,28 @@ fn build_from(list: &[(u32, Check)]) -> Result<Vec<libc::sock_filter>, SandboxEr
     );
 
     // Plain EPERM/ENOSYS entries jump straight to the shared returns; the
-    // others get a handler block after the tree.
+    // others get one handler block per distinct check, after the tree.
+    let mut blocks: Vec<(Check, usize)> = Vec::new();
     let handlers: Vec<usize> = list
         .iter()
         .map(|(_, check)| match check {
             Check::Errno(e) if *e == libc::EPERM as u32 => eperm,
             Check::Errno(e) if *e == libc::ENOSYS as u32 => enosys,
-            _ => a.label(),
+            _ => match blocks.iter().find(|(c, _)| c == check) {
+                Some((_, l)) => *l,
+                None => {
+                    let l = a.label();
+                    blocks.push((*check, l));
+                    l
+                }
+            },
         })
         .collect();
     tree(&mut a, list, &handlers, 0, list.len());
 
-    for ((_, check), label) in list.iter().zip(&handlers) {
-        if *label == eperm || *label == enosys {
-            continue;
-        }
-        a.place(*label);
-        match *check {
-            Check::Errno(e) => a.stmt(BPF_RET_K, RET_ERRNO | (e & 0xffff)),
-            Check::CloneFlags => {
-                a.stmt(BPF_LD_W_ABS, arg_lo(0));
-                a.jump(
-                    BPF_JMP_JSET_K,
-                    CLONE_NS_FLAGS,
-                    Target::Label(eperm),
-                    Target::Label(allow),
-                );
-            }
-            Check::SocketDomain { inet } => {
-                a.stmt(BPF_LD_W_ABS, arg_lo(0));
-                a.jump(
-                    BPF_JMP_JEQ_K,
-                    libc::AF_UNIX as u32,
-                    Target::Label(allow),
-                    Target::Next,
-                );
-                if inet {
-                    let check_type = a.label();
-                    a.jump(
-                        BPF_JMP_JEQ_K,
-                        libc::AF_INET as u32,
-                        Target::Label(check_type),
-                        Target::Next,
-                    );
-                    a.jump(
-                        BPF_JMP_JEQ_K,
-                        libc::AF_INET6 as u32,
-                        Target::Label(check_type),
-                        Target::Label(eperm),
-                    );
-                    a.place(check_type);
-                    a.stmt(BPF_LD_W_ABS, arg_lo(1));
-                    a.stmt(BPF_ALU_AND_K, SOCK_TYPE_MASK);
-                    a.jump(
-                        BPF_JMP_JEQ_K,
-                        libc::SOCK_RAW as u32,
-                        Target::Label(eperm),
-                        Target::Label(allow),
-                    );
-                } else {
-                    a.stmt(BPF_RET_K, RET_ERRNO | libc::EPERM as u32);
-                }
-            }
-            Check::Personality => {
-                a.stmt(BPF_LD_W_ABS, arg_lo(0));
-                a.jump(BPF_JMP_JEQ_K, 0, Target::Label(allow), Target::Next);
-                a.jump(
-                    BPF_JMP_JEQ_K,
-                    PERSONALITY_QUERY,
-                    Target::Label(allow),
-                    Target::Label(eperm),
-                );
-            }
-            Check::IoctlCmd => {
-                // The kernel reads the ioctl command as an unsigned int.
-                a.stmt(BPF_LD_W_ABS, arg_lo(1));
-                a.jump(
-                    BPF_JMP_JEQ_K,
-                    libc::TIOCSTI as u32,
-                    Target::Label(eperm),
-                    Target::Next,
-                );
-                a.jump(
-                    BPF_JMP_JEQ_K,
-                    libc::TIOCLINUX as u32,
-                    Target::Label(eperm),
-                    Target::Label(allow),
-                );
-            }
-        }
+    for (check, label) in blocks {
+        a.place(label);
+        handler(&mut a, check, ret);
     }
     a.place(allow);
     a.stmt(BPF_RET_K, RET_ALLOW);
@@ -342,6 +392,72 @@ fn build_from(list: &[(u32, Check)]) -> Result<Vec<libc::sock_filter>, SandboxEr
     a.place(enosys);
     a.stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32);
     a.finish()
+}
+
+/// Emits the argument checks of one listed syscall; every path ends in a
+/// return or a jump to one.
+fn handler(a: &mut Asm, check: Check, ret: Returns) {
+    let (allow, eperm) = (Target::Label(ret.allow), Target::Label(ret.eperm));
+    match check {
+        Check::Errno(e) => a.stmt(BPF_RET_K, RET_ERRNO | (e & 0xffff)),
+        Check::CloneFlags => {
+            a.stmt(BPF_LD_W_ABS, arg_lo(0));
+            a.jump(BPF_JMP_JSET_K, CLONE_NS_FLAGS, eperm, allow);
+        }
+        Check::SocketDomain { inet, unix } => {
+            a.stmt(BPF_LD_W_ABS, arg_lo(0));
+            if unix {
+                a.jump(BPF_JMP_JEQ_K, libc::AF_UNIX as u32, allow, Target::Next);
+            }
+            if inet {
+                let check_type = a.label();
+                let t = Target::Label(check_type);
+                a.jump(BPF_JMP_JEQ_K, libc::AF_INET as u32, t, Target::Next);
+                a.jump(BPF_JMP_JEQ_K, libc::AF_INET6 as u32, t, eperm);
+                a.place(check_type);
+                a.stmt(BPF_LD_W_ABS, arg_lo(1));
+                a.stmt(BPF_ALU_AND_K, SOCK_TYPE_MASK);
+                a.jump(BPF_JMP_JEQ_K, libc::SOCK_RAW as u32, eperm, allow);
+            } else {
+                a.stmt(BPF_RET_K, RET_ERRNO | libc::EPERM as u32);
+            }
+        }
+        Check::SocketPair { dgram } => {
+            a.stmt(BPF_LD_W_ABS, arg_lo(0));
+            if dgram {
+                a.jump(BPF_JMP_JEQ_K, libc::AF_UNIX as u32, allow, eperm);
+            } else {
+                a.jump(BPF_JMP_JEQ_K, libc::AF_UNIX as u32, Target::Next, eperm);
+                a.stmt(BPF_LD_W_ABS, arg_lo(1));
+                a.stmt(BPF_ALU_AND_K, SOCK_TYPE_MASK);
+                a.jump(BPF_JMP_JEQ_K, libc::SOCK_STREAM as u32, allow, Target::Next);
+                a.jump(BPF_JMP_JEQ_K, libc::SOCK_SEQPACKET as u32, allow, eperm);
+            }
+        }
+        Check::Personality => {
+            a.stmt(BPF_LD_W_ABS, arg_lo(0));
+            a.jump(BPF_JMP_JEQ_K, 0, allow, Target::Next);
+            a.jump(BPF_JMP_JEQ_K, PERSONALITY_QUERY, allow, eperm);
+        }
+        Check::IoctlCmd => {
+            // The kernel reads the ioctl command as an unsigned int.
+            a.stmt(BPF_LD_W_ABS, arg_lo(1));
+            a.jump(BPF_JMP_JEQ_K, libc::TIOCSTI as u32, eperm, Target::Next);
+            a.jump(BPF_JMP_JEQ_K, libc::TIOCLINUX as u32, eperm, allow);
+        }
+        // pid_t and the "which"/"who" ints are 32-bit: the kernel ignores
+        // the upper half of these arguments, so the low word decides.
+        Check::SelfPid => {
+            a.stmt(BPF_LD_W_ABS, arg_lo(0));
+            a.jump(BPF_JMP_JEQ_K, 0, allow, eperm);
+        }
+        Check::SelfWhich(which) => {
+            a.stmt(BPF_LD_W_ABS, arg_lo(0));
+            a.jump(BPF_JMP_JEQ_K, which, Target::Next, eperm);
+            a.stmt(BPF_LD_W_ABS, arg_lo(1));
+            a.jump(BPF_JMP_JEQ_K, 0, allow, eperm);
+        }
+    }
 }
 
 /// Emits a binary search over `list[lo..hi]` (sorted); the accumulator
@@ -377,243 +493,4 @@ fn tree(a: &mut Asm, list: &[(u32, Check)], handlers: &[usize], lo: usize, hi: u
 // The ioctl request type differs between libc flavours, so casts that are
 // no-ops here are not everywhere.
 #[allow(clippy::unnecessary_cast)]
-pub(crate) mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    /// Minimal interpreter for the instructions either generator emits.
-    pub(crate) fn run(prog: &[libc::sock_filter], data: &[u8; 64]) -> u32 {
-        run_counted(prog, data).0
-    }
-
-    fn run_counted(prog: &[libc::sock_filter], data: &[u8; 64]) -> (u32, usize) {
-        let mut a: u32 = 0;
-        let mut pc = 0usize;
-        let mut steps = 0;
-        loop {
-            let ins = prog[pc];
-            pc += 1;
-            steps += 1;
-            let class = ins.code & 0x07;
-            match class {
-                0x00 => {
-                    assert_eq!(ins.code, BPF_LD_W_ABS, "unsupported load {:#x}", ins.code);
-                    let k = ins.k as usize;
-                    a = u32::from_le_bytes(data[k..k + 4].try_into().unwrap());
-                }
-                0x04 => {
-                    assert_eq!(ins.code, BPF_ALU_AND_K);
-                    a &= ins.k;
-                }
-                0x05 => {
-                    let op = ins.code & 0xf0;
-                    if op == 0x00 {
-                        pc += ins.k as usize;
-                        continue;
-                    }
-                    assert_eq!(ins.code & 0x08, 0, "only K jumps");
-                    let taken = match op {
-                        0x10 => a == ins.k,
-                        0x20 => a > ins.k,
-                        0x30 => a >= ins.k,
-                        0x40 => a & ins.k != 0,
-                        _ => panic!("unsupported jump {:#x}", ins.code),
-                    };
-                    pc += if taken { ins.jt } else { ins.jf } as usize;
-                }
-                0x06 => return (ins.k, steps),
-                _ => panic!("unsupported class {:#x}", ins.code),
-            }
-        }
-    }
-
-    fn data(nr: u32, arch: u32, args: [u64; 6]) -> [u8; 64] {
-        let mut d = [0u8; 64];
-        d[0..4].copy_from_slice(&nr.to_le_bytes());
-        d[4..8].copy_from_slice(&arch.to_le_bytes());
-        for (i, v) in args.iter().enumerate() {
-            d[16 + 8 * i..24 + 8 * i].copy_from_slice(&v.to_le_bytes());
-        }
-        d
-    }
-
-    /// The same policy expressed with seccompiler (EPERM part, plus a
-    /// separate ENOSYS filter for the entries that need it).
-    fn seccompiler_reference(inet: bool) -> (Vec<libc::sock_filter>, Vec<libc::sock_filter>) {
-        use seccompiler::{
-            SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
-            SeccompFilter, SeccompRule, TargetArch,
-        };
-        let arch: TargetArch = std::env::consts::ARCH.try_into().unwrap();
-        let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-        let mut enosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-        let c = |i, op, v| Cond::new(i, Len::Dword, op, v).unwrap();
-        for (nr, check) in deny_list(inet) {
-            let nr = i64::from(nr);
-            match check {
-                Check::Errno(e) if e == libc::ENOSYS as u32 => {
-                    enosys.insert(nr, vec![]);
-                }
-                Check::Errno(_) => {
-                    eperm.insert(nr, vec![]);
-                }
-                Check::CloneFlags => {
-                    let mut rules = Vec::new();
-                    for bit in 0..32 {
-                        let f = 1u64 << bit;
-                        if u64::from(CLONE_NS_FLAGS) & f != 0 {
-                            rules.push(SeccompRule::new(vec![c(0, Op::MaskedEq(f), f)]).unwrap());
-                        }
-                    }
-                    eperm.insert(nr, rules);
-                }
-                Check::SocketDomain { inet } => {
-                    let mut rules = Vec::new();
-                    let mut conds = vec![c(0, Op::Ne, libc::AF_UNIX as u64)];
-                    if inet {
-                        conds.push(c(0, Op::Ne, libc::AF_INET as u64));
-                        conds.push(c(0, Op::Ne, libc::AF_INET6 as u64));
-                        for dom in [libc::AF_INET, libc::AF_INET6] {
-                            rules.push(
-                                SeccompRule::new(vec![
-                                    c(0, Op::Eq, dom as u64),
-                                    c(1, Op::MaskedEq(0xf), libc::SOCK_RAW as u64),
-                                ])
-                                .unwrap(),
-                            );
-                        }
-                    }
-                    rules.push(SeccompRule::new(conds).unwrap());
-                    eperm.insert(nr, rules);
-                }
-                Check::Personality => {
-                    eperm.insert(
-                        nr,
-                        vec![
-                            SeccompRule::new(vec![c(0, Op::Ne, 0), c(0, Op::Ne, 0xffff_ffff)])
-                                .unwrap(),
-                        ],
-                    );
-                }
-                Check::IoctlCmd => {
-                    eperm.insert(
-                        nr,
-                        vec![
-                            SeccompRule::new(vec![c(1, Op::Eq, libc::TIOCSTI as u64)]).unwrap(),
-                            SeccompRule::new(vec![c(1, Op::Eq, libc::TIOCLINUX as u64)]).unwrap(),
-                        ],
-                    );
-                }
-            }
-        }
-        let mk = |rules, e: i32| -> Vec<libc::sock_filter> {
-            let f = SeccompFilter::new(
-                rules,
-                SeccompAction::Allow,
-                SeccompAction::Errno(e as u32),
-                arch,
-            )
-            .unwrap();
-            let p: seccompiler::BpfProgram = f.try_into().unwrap();
-            p.iter()
-                .map(|i| libc::sock_filter {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
-                })
-                .collect()
-        };
-        (mk(eperm, libc::EPERM), mk(enosys, libc::ENOSYS))
-    }
-
-    #[test]
-    fn matches_seccompiler_reference() {
-        for inet in [false, true] {
-            let ours = build(inet).unwrap();
-            let (ref_eperm, ref_enosys) = seccompiler_reference(inet);
-            let arg_values: [u64; 12] = [
-                0,
-                1,
-                2,
-                3,
-                10,
-                16,
-                40,
-                0xffff_ffff,
-                libc::SIGCHLD as u64,
-                libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64,
-                (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
-                libc::TIOCSTI as u64,
-            ];
-            let mut compared = 0;
-            for nr in 0..470u32 {
-                for a0 in arg_values {
-                    for a1 in [
-                        0u64,
-                        libc::SOCK_RAW as u64,
-                        libc::SOCK_STREAM as u64,
-                        libc::TIOCLINUX as u64,
-                        libc::TIOCSTI as u64,
-                        libc::SOCK_DGRAM as u64 | libc::SOCK_CLOEXEC as u64,
-                    ] {
-                        let d = data(nr, AUDIT_ARCH, [a0, a1, 0, 0, 0, 0]);
-                        let r1 = run(&ref_eperm, &d);
-                        let expected = if r1 != RET_ALLOW {
-                            r1
-                        } else {
-                            run(&ref_enosys, &d)
-                        };
-                        assert_eq!(
-                            run(&ours, &d),
-                            expected,
-                            "nr={nr} a0={a0:#x} a1={a1:#x} inet={inet}"
-                        );
-                        compared += 1;
-                    }
-                }
-            }
-            assert!(compared > 30_000);
-        }
-    }
-
-    #[test]
-    fn wrong_arch_is_killed_and_x32_refused() {
-        let ours = build(false).unwrap();
-        assert_eq!(run(&ours, &data(0, 0x4000_0003, [0; 6])), RET_KILL_PROCESS);
-        #[cfg(target_arch = "x86_64")]
-        assert_eq!(
-            run(
-                &ours,
-                &data(
-                    X32_SYSCALL_BIT | libc::SYS_ptrace as u32,
-                    AUDIT_ARCH,
-                    [0; 6]
-                )
-            ),
-            RET_ERRNO | libc::ENOSYS as u32
-        );
-    }
-
-    #[test]
-    fn compact_and_allowed_path_is_short() {
-        let ours = build(true).unwrap();
-        let (flat, _) = seccompiler_reference(true);
-        eprintln!(
-            "filter: ours {} instructions, seccompiler {}",
-            ours.len(),
-            flat.len()
-        );
-        assert!(
-            ours.len() < flat.len(),
-            "ours {} vs flat {}",
-            ours.len(),
-            flat.len()
-        );
-        // Instructions executed for an allowed, frequent syscall.
-        let d = data(libc::SYS_read as u32, AUDIT_ARCH, [0; 6]);
-        let (verdict, steps) = run_counted(&ours, &d);
-        assert_eq!(verdict, RET_ALLOW);
-        assert!(steps < 16, "allowed syscall took {steps} instructions");
-    }
-}
+pub(crate) mod tests;
