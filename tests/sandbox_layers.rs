@@ -154,6 +154,15 @@ fn tcp_is_off_unix_sockets_in_the_root_work() {
         "the listener accepted a connection: {accepted:?}"
     );
 
+    // Unix sockets are a policy opt-in (`unix_sockets = true`); with it,
+    // sockets bound inside the root work.
+    let sb = sandbox_with(
+        &r.path,
+        SandboxPolicy {
+            unix_sockets: true,
+            ..Default::default()
+        },
+    );
     let o = py(
         &sb,
         &r.path,
