@@ -627,7 +627,7 @@ impl Service {
             output_chars,
             hard_limit_bytes: limits.output_hard_limit_bytes,
         };
-        let mut result = ToolResult::refusal(call_id, ErrorType::InternalError, "");
+        let mut result = ToolResult::success(call_id);
         result.env_scrubbed = self.base_env.scrubbed.clone();
         result.sandbox = Some(run.summary().into());
         match exec::run(spec, cancel) {
@@ -771,13 +771,7 @@ impl Service {
         let violation =
             || sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, &self.root);
         match o.termination {
-            Termination::Exited(0) => {
-                r.ok = true;
-                r.error_type = None;
-                r.message = String::new();
-                r.recoverable = true;
-                r.suggestion = None;
-            }
+            Termination::Exited(0) => {}
             Termination::Exited(code) => {
                 if let Some(v) = violation() {
                     r.set_error(

@@ -376,10 +376,7 @@ mod tests {
     use super::*;
 
     fn ok_result(stdout: &str) -> ToolResult {
-        let mut r = ToolResult::refusal("call-1", ErrorType::InternalError, "");
-        r.ok = true;
-        r.error_type = None;
-        r.suggestion = None;
+        let mut r = ToolResult::success("call-1");
         r.exit_code = Some(0);
         r.stdout = stdout.to_string();
         r.id = Some(serde_json::json!(1));

@@ -325,16 +325,7 @@ async fn dispatch<H: Handler>(shared: &Arc<Shared<H>>, conn: &Arc<Conn>, line: &
     let Envelope { id, call } = envelope;
     match call {
         ToolCall::Describe => {
-            let mut r = ToolResult::refusal(shared.call_id(), ErrorType::InternalError, "");
-            r.ok = true;
-            r.error_type = None;
-            r.recoverable = false;
-            r.suggestion = None;
-            r.exit_code = Some(0);
-            r.message =
-                "describe: the tool definition, policy and limits are in stdout as JSON".into();
-            r.stdout = shared.handler.describe().to_string();
-            r.stdout_bytes = r.stdout.len() as u64;
+            let mut r = ToolResult::description(shared.call_id(), &shared.handler.describe());
             r.id = id;
             respond(conn, r, "describe", received).await;
         }
