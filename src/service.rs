@@ -19,7 +19,7 @@ use crate::request::{CommandSpec, RunRequest};
 use crate::result::{ErrorType, ToolResult};
 use crate::sandbox::{self, Sandbox};
 use crate::spawn::ChildSpec;
-use crate::store::{Begin, Store};
+use crate::store::{Begin, SqliteStore, StateStore};
 use crate::trace::{self, ReplayAnswer, Replayer, Tracer};
 
 /// Who answers `require_approval`.
@@ -102,7 +102,7 @@ pub struct Service {
     policy: Arc<Policy>,
     root: PathBuf,
     sandbox: Sandbox,
-    store: Option<Store>,
+    store: Option<SqliteStore>,
     require_idempotency: bool,
     approver: Approver,
     tracer: Option<Arc<Tracer>>,
@@ -210,7 +210,7 @@ impl Service {
         }
         let sandbox = Sandbox::prepare(&sandbox_config(&cfg.policy.sandbox), &root)?;
         let store = match &cfg.state_dir {
-            Some(dir) => Some(Store::open(dir)?),
+            Some(dir) => Some(SqliteStore::open(dir)?),
             None => None,
         };
         let base_env = base_env(&cfg.policy);

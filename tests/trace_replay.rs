@@ -2,7 +2,7 @@
 
 use agent_exec::policy::{Decision, RiskLevel, Verdict};
 use agent_exec::result::{ErrorType, ToolResult};
-use agent_exec::trace::replay::unrecorded_result;
+use agent_exec::trace::unrecorded_result;
 use agent_exec::trace::{
     ReplayAnswer, ReplayMode, Replayer, TraceError, TraceHeader, TraceOptions, Tracer, args_hash,
     story,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use agent_exec::policy::{Decision, RiskLevel, Verdict};
 use agent_exec::result::ToolResult;
-use agent_exec::trace::event::{Event, parse_trace};
+use agent_exec::trace::{Event, parse_trace};
 use agent_exec::trace::{
     TraceDir, TraceHeader, TraceOptions, Tracer, args_hash, read_trace, segment_files,
 };
