@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixStream;
@@ -25,7 +25,7 @@ use crate::result::{ErrorType, ToolResult};
 
 /// How the server behaves, independent of where requests go.
 #[derive(Debug, Clone)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     pub max_concurrent: usize,
     pub queue: usize,
     /// How long running calls may finish after SIGTERM before they are
@@ -50,18 +50,14 @@ struct Shared<H> {
     hard_stop: watch::Sender<bool>,
     /// Set when connections must stop reading and close.
     closing: watch::Sender<bool>,
-    call_prefix: String,
-    next_call: AtomicU64,
     next_conn: AtomicU64,
 }
 
 impl<H: Handler> Shared<H> {
+    /// The daemon's own answers take their ids from the same source as
+    /// the service's calls.
     fn call_id(&self) -> String {
-        format!(
-            "{}-{}",
-            self.call_prefix,
-            self.next_call.fetch_add(1, Ordering::Relaxed)
-        )
+        crate::service::next_call_id()
     }
 
     fn release(&self) {
@@ -84,16 +80,13 @@ impl<H: Handler> Shared<H> {
 /// Serves `listener` until `shutdown` resolves, then drains: running calls
 /// get `cfg.grace` to finish before they are cancelled. `on_stop_accepting`
 /// runs as soon as no new connection is taken (the socket file goes then).
-pub async fn serve<H: Handler>(
+pub(crate) async fn serve<H: Handler>(
     listener: tokio::net::UnixListener,
     handler: Arc<H>,
     cfg: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
     on_stop_accepting: impl FnOnce(),
 ) {
-    let start = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
     let shared = Arc::new(Shared {
         handler,
         slots: Semaphore::new(cfg.max_concurrent.max(1)),
@@ -103,8 +96,6 @@ pub async fn serve<H: Handler>(
         draining: watch::channel(false).0,
         hard_stop: watch::channel(false).0,
         closing: watch::channel(false).0,
-        call_prefix: format!("d{start:x}"),
-        next_call: AtomicU64::new(1),
         next_conn: AtomicU64::new(1),
     });
     let mut conns = tokio::task::JoinSet::new();
