@@ -24,7 +24,8 @@
 //! use agent_exec::{CancelToken, CommandSpec, ErrorType, Policy, RunRequest, Service};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let policy = Policy::load(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/code.toml"))?;
+//! let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml");
+//! let policy = Policy::load(&path)?;
 //! let root = tempfile::tempdir()?;
 //! # // The sandboxed child runs as `nobody` when the caller is root: give
 //! # // it a root it may enter.

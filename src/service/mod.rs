@@ -221,3 +221,6 @@ impl Service {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
