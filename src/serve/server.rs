@@ -122,6 +122,20 @@ pub(crate) async fn serve<H: Handler>(
     }
     drop(listener);
     on_stop_accepting();
+    drain(&shared).await;
+    // Writers flush what is queued; a client that does not read is not
+    // waited for long.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    conns.abort_all();
+    tracing::info!("stopped");
+}
+
+/// Nothing new starts; running calls get the grace period, then are
+/// cancelled; then connections are told to close.
+async fn drain<H: Handler>(shared: &Shared<H>) {
     let running = shared.admitted.load(Ordering::Acquire);
     tracing::info!(
         running,
@@ -146,14 +160,6 @@ pub(crate) async fn serve<H: Handler>(
         }
     }
     shared.closing.send_replace(true);
-    // Writers flush what is queued; a client that does not read is not
-    // waited for long.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    conns.abort_all();
-    tracing::info!("stopped");
 }
 
 fn admit_peer<H: Handler>(shared: &Shared<H>, stream: UnixStream, conn: u64) -> Option<UnixStream> {
