@@ -14,7 +14,7 @@ use crate::spawn::SpawnError;
 pub(crate) struct RunContext<'a> {
     pub(crate) call_id: &'a str,
     pub(crate) root: &'a Path,
-    /// The command ran under `bash -c`, so exit 127 is the shell's "not
+    /// The command ran under `bash -p -c`, so exit 127 is the shell's "not
     /// found".
     pub(crate) needs_shell: bool,
     pub(crate) hard_limit_bytes: u64,
