@@ -66,8 +66,11 @@ pub enum EvalError {
     DuplicateId { path: PathBuf, id: String },
     #[error("{path}: no tasks")]
     Empty { path: PathBuf },
-    #[error("cannot compare with {path}: {message}")]
-    Compare { path: PathBuf, message: String },
+    #[error("cannot compare with {path}: {source}")]
+    Compare {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("cannot create a temporary directory: {0}")]
     TempDir(#[source] std::io::Error),
 }
@@ -347,11 +350,11 @@ pub fn write_report(report: &EvalReport, path: &Path) -> Result<(), EvalError> {
 pub fn load_report(path: &Path) -> Result<EvalReport, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|e| EvalError::Compare {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: e.into(),
     })?;
     serde_json::from_str(&text).map_err(|e| EvalError::Compare {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: e.into(),
     })
 }
 
