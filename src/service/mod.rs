@@ -5,17 +5,16 @@
 //! them.
 //!
 //! A call goes through one pipeline, each stage in its own module and each
-//! returning either what the next stage needs or a typed
-//! [`Refusal`](refusal::Refusal), which becomes a `ToolResult` in one
-//! place:
+//! returning either what the next stage needs or a typed `Refusal`, which
+//! becomes a `ToolResult` in one place (`refusal.rs`):
 //!
-//! 1. [`validate`]: sizes and values against the policy's limits;
-//! 2. [`cwd`]: the working directory, inside the root;
-//! 3. [`check`]: the policy's decision (stages 1-3 are the [`Checker`]);
-//! 4. [`gate`]: replay, approval, the verdict, idempotency, budget;
-//! 5. [`invocation`]: environment, program and argv (direct exec, or
+//! 1. `validate`: sizes and values against the policy's limits;
+//! 2. `cwd`: the working directory, inside the root;
+//! 3. `check`: the policy's decision (stages 1-3 are the [`Checker`]);
+//! 4. `gate`: replay, approval, the verdict, idempotency, budget;
+//! 5. `invocation`: environment, program and argv (direct exec, or
 //!    `bash -p -c` for a command that needs a shell), limits;
-//! 6. and 7. [`outcome`]: run in the sandbox, classify how it ended.
+//! 6. and 7. `outcome`: run in the sandbox, classify how it ended.
 
 mod approve;
 mod builder;

@@ -6,7 +6,7 @@
 //! kernel, Landlock ABI); each call then yields a `tool_call`, a
 //! `policy_decision` and exactly one `tool_result`. Arguments are stored as
 //! a hash plus a redacted preview unless `record_full` is set, and secrets
-//! are scrubbed before anything is written (see [`redact`]).
+//! are scrubbed before anything is written (see [`Redactor`]).
 //!
 //! Writers: [`Tracer`] (one file) and [`TraceDir`] (a file per session),
 //! both [`TraceSink`]s, the seam through which a service reports its calls.
