@@ -3,16 +3,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use agent_exec::exec::CancelToken;
-use agent_exec::policy::Policy;
-use agent_exec::request::{CommandSpec, RunRequest};
-use agent_exec::result::{ErrorType, ToolResult};
-use agent_exec::service::{self, Approver, Replay, Service, ServiceConfig};
-use agent_exec::trace::{self, ReplayMode, Tracer};
+use agent_exec::trace::{self, ReplayMode};
+use agent_exec::{
+    CancelToken, CommandSpec, ErrorType, Policy, RunRequest, Service, ServiceBuilder, ServiceError,
+    ToolResult, TtyApprover, Verdict,
+};
 
 const AFTER_HELP: &str = "\
 Exit status (coreutils timeout/env conventions):
@@ -301,64 +299,9 @@ fn run(a: RunArgs) -> i32 {
         Ok(p) => p,
         Err(m) => return fail(ErrorType::PolicyError, m, format),
     };
-    let mut cfg = ServiceConfig::new(policy, root_of(&a.target));
-    cfg.approver = match a.approve {
-        ApproveMode::Never => Approver::None,
-        ApproveMode::Tty => Approver::Tty,
-    };
-    cfg.state_dir = a.state.clone();
-    let trace_path = a.record.as_ref().or(a.trace.as_ref());
-    if let Some(path) = trace_path {
-        let header = service::trace_header(&cfg.policy);
-        let opts = service::trace_options(&cfg.policy, a.record.is_some(), None);
-        match Tracer::create(path, header, opts) {
-            Ok(t) => cfg.tracer = Some(Arc::new(t)),
-            Err(e) => {
-                return fail(
-                    ErrorType::InvalidArguments,
-                    format!("--trace {}: {e}", path.display()),
-                    format,
-                );
-            }
-        }
-    }
-    if let Some(path) = &a.replay {
-        let mode = match a.replay_mode {
-            ReplayModeArg::Strict => ReplayMode::Strict,
-            ReplayModeArg::Lenient => ReplayMode::Lenient,
-        };
-        match trace::Replayer::load(
-            path,
-            mode,
-            &cfg.policy.sha256,
-            &service::tool_schema_sha256(),
-        ) {
-            Ok(replayer) => {
-                cfg.replay = Some(Replay {
-                    replayer,
-                    lenient: a.replay_mode == ReplayModeArg::Lenient,
-                    allow_live_writes: a.allow_live_writes,
-                })
-            }
-            Err(e) => {
-                return fail(
-                    ErrorType::InvalidArguments,
-                    format!("--replay {}: {e}", path.display()),
-                    format,
-                );
-            }
-        }
-    }
-    let service = match Service::new(cfg) {
+    let service = match builder(policy, &a).build() {
         Ok(s) => s,
-        Err(service::ServiceError::Sandbox(e)) => {
-            return fail(
-                ErrorType::SandboxUnavailable,
-                format!("sandbox unavailable, nothing ran: {e}"),
-                format,
-            );
-        }
-        Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), format),
+        Err(e) => return build_failure(e, format),
     };
     // This thread execs nothing but sandboxed children, which must not
     // keep a bounding set: emptied here once, they need not drop it.
@@ -370,8 +313,7 @@ fn run(a: RunArgs) -> i32 {
     req.stdin = a.stdin.clone();
     req.session = a.session.clone();
     req.idempotency_key = a.idempotency_key.clone();
-    let cancel = CancelToken::new();
-    let result = service.call(req, &cancel);
+    let result = service.call(req, &CancelToken::new());
     if let Some(summary) = service.replay_summary()
         && format == Format::Human
     {
@@ -380,6 +322,52 @@ fn run(a: RunArgs) -> i32 {
     emit(&result, format)
 }
 
+/// The service the run flags ask for.
+fn builder(policy: Policy, a: &RunArgs) -> ServiceBuilder {
+    let mut b = Service::builder(policy, root_of(&a.target));
+    if a.approve == ApproveMode::Tty {
+        b = b.approver(TtyApprover);
+    }
+    if let Some(dir) = &a.state {
+        b = b.state_dir(dir);
+    }
+    if let Some(path) = a.record.as_ref().or(a.trace.as_ref()) {
+        b = b.trace_file(path, a.record.is_some());
+    }
+    if let Some(path) = &a.replay {
+        let mode = match a.replay_mode {
+            ReplayModeArg::Strict => ReplayMode::Strict,
+            ReplayModeArg::Lenient => ReplayMode::Lenient,
+        };
+        b = b.replay(path, mode, a.allow_live_writes);
+    }
+    b
+}
+
+/// A service that could not be built, told in the CLI's own terms.
+fn build_failure(e: ServiceError, format: Format) -> i32 {
+    match e {
+        ServiceError::Sandbox(e) => fail(
+            ErrorType::SandboxUnavailable,
+            format!("sandbox unavailable, nothing ran: {e}"),
+            format,
+        ),
+        ServiceError::Trace { path, source } => fail(
+            ErrorType::InvalidArguments,
+            format!("--trace {}: {source}", path.display()),
+            format,
+        ),
+        ServiceError::Replay { path, source } => fail(
+            ErrorType::InvalidArguments,
+            format!("--replay {}: {source}", path.display()),
+            format,
+        ),
+        other => fail(ErrorType::InvalidArguments, other.to_string(), format),
+    }
+}
+
+/// What the policy decides, through the same validation and decision a
+/// run gets; nothing is prepared or run.
 fn check(t: Target) -> i32 {
     let command = match command_of(&t) {
         Ok(c) => c,
@@ -389,25 +377,13 @@ fn check(t: Target) -> i32 {
         Ok(p) => p,
         Err(m) => return fail(ErrorType::PolicyError, m, Format::Json),
     };
-    let root = match std::fs::canonicalize(root_of(&t)) {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
-                ErrorType::InvalidArguments,
-                format!("--root: {e}"),
-                Format::Json,
-            );
-        }
-    };
-    let cwd = match service::resolve_cwd(&root, t.cwd.as_deref(), "none") {
+    let checker = match Service::builder(policy, root_of(&t)).build_checker() {
         Ok(c) => c,
-        Err(r) => return emit(&r, Format::Json),
+        Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), Format::Json),
     };
-    let ctx = agent_exec::policy::Context {
-        root: &root,
-        cwd: &cwd,
-    };
-    match policy.decide(&command, &ctx) {
+    let mut req = RunRequest::new(command);
+    req.cwd = t.cwd;
+    match checker.check(&req) {
         Ok(d) => {
             let out = serde_json::json!({
                 "decision": d.verdict,
@@ -417,19 +393,15 @@ fn check(t: Target) -> i32 {
                 "token": d.token,
                 "read_only": d.read_only,
                 "needs_shell": d.needs_shell,
-                "policy": policy.name,
+                "policy": checker.policy().name,
             });
             println!("{out}");
             match d.verdict {
-                agent_exec::policy::Verdict::Allow => 0,
+                Verdict::Allow => 0,
                 _ => 126,
             }
         }
-        Err(e) => fail(
-            ErrorType::ParseError,
-            format!("cannot parse the command: {e}"),
-            Format::Json,
-        ),
+        Err(refused) => emit(&refused, Format::Json),
     }
 }
 

@@ -1,4 +1,8 @@
 //! What a client may ask for, validated like input to a public API.
+//!
+//! [`RunRequest`] is a call as every transport hands it to the service.
+//! The daemon's wire format (one JSON object per line) is checked here too,
+//! strictly, before the service sees it.
 
 pub use agent_exec_policy::CommandSpec;
 
@@ -18,6 +22,7 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
+    /// A request with nothing but the command; the policy's limits apply.
     pub fn new(command: CommandSpec) -> Self {
         RunRequest {
             command,
@@ -28,6 +33,18 @@ impl RunRequest {
             session: None,
             idempotency_key: None,
         }
+    }
+
+    /// A command given as one shell string, as agents send it.
+    pub fn shell(command: impl Into<String>) -> Self {
+        RunRequest::new(CommandSpec::Shell(command.into()))
+    }
+
+    /// A program and its arguments, run without a shell.
+    pub fn argv<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {
+        RunRequest::new(CommandSpec::Argv(
+            argv.into_iter().map(Into::into).collect(),
+        ))
     }
 }
 
@@ -45,7 +62,7 @@ use crate::result::{ErrorType, ToolResult};
 
 /// Bounds applied to a request line before it reaches the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestLimits {
+pub(crate) struct RequestLimits {
     /// Largest line (without its newline) the daemon reads.
     pub max_line_bytes: usize,
     pub max_command_bytes: usize,
@@ -75,7 +92,7 @@ impl Default for RequestLimits {
 
 impl RequestLimits {
     /// The defaults, with the command and stdin bounds taken from the policy.
-    pub fn from_policy(limits: &crate::policy::Limits) -> Self {
+    pub(crate) fn from_policy(limits: &crate::policy::Limits) -> Self {
         RequestLimits {
             max_command_bytes: limits.max_command_bytes,
             max_stdin_bytes: limits.max_stdin_bytes,
@@ -86,14 +103,14 @@ impl RequestLimits {
 
 /// The tools the daemon offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolCall {
+pub(crate) enum ToolCall {
     RunShell(RunRequest),
     Describe,
 }
 
 /// One validated request line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Envelope {
+pub(crate) struct Envelope {
     /// Echoed verbatim in the response (string or number).
     pub id: Option<Value>,
     pub call: ToolCall,
@@ -102,7 +119,7 @@ pub struct Envelope {
 /// A refused request line: which field, and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{field}: {reason}")]
-pub struct FieldError {
+pub(crate) struct FieldError {
     /// The request id when it could be read, so the refusal still matches.
     pub id: Option<Value>,
     /// Dotted path of the offending field (`args.timeout_ms`); `request` when
@@ -121,7 +138,7 @@ impl FieldError {
     }
 
     /// The `INVALID_ARGUMENTS` result a client receives for this refusal.
-    pub fn to_result(&self, call_id: impl Into<String>) -> ToolResult {
+    pub(crate) fn to_result(&self, call_id: impl Into<String>) -> ToolResult {
         let mut r = ToolResult::refusal(call_id, ErrorType::InvalidArguments, self.to_string());
         r.id = self.id.clone();
         r
@@ -132,7 +149,10 @@ const ENVELOPE_KEYS: &[&str] = &["id", "tool", "args", "session", "idempotency_k
 const RUN_SHELL_KEYS: &[&str] = &["command", "cwd", "timeout_ms", "stdin", "output_chars"];
 
 /// Validates one request line (without its trailing newline).
-pub fn parse_request_line(line: &[u8], limits: &RequestLimits) -> Result<Envelope, FieldError> {
+pub(crate) fn parse_request_line(
+    line: &[u8],
+    limits: &RequestLimits,
+) -> Result<Envelope, FieldError> {
     if line.len() > limits.max_line_bytes {
         return Err(FieldError::new(
             "request",

@@ -13,7 +13,9 @@ use crate::policy::{RiskLevel, Verdict};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Why a call did not succeed. Serialized in SCREAMING_SNAKE_CASE and never
-/// renamed: models and clients match on these strings.
+/// renamed: models and clients match on these strings. New kinds may be
+/// added, so code outside this crate matches with a fallback arm.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorType {
@@ -215,16 +217,13 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    /// A result for a call that never reached execution.
-    pub fn refusal(
-        call_id: impl Into<String>,
-        error_type: ErrorType,
-        message: impl Into<String>,
-    ) -> Self {
+    /// Every field at its neutral value; each public constructor sets the
+    /// verdict fields together so they cannot disagree.
+    fn blank(call_id: String) -> Self {
         ToolResult {
             schema_version: SCHEMA_VERSION,
             id: None,
-            call_id: call_id.into(),
+            call_id,
             ok: false,
             exit_code: None,
             signal: None,
@@ -235,10 +234,10 @@ impl ToolResult {
             stderr_truncated: false,
             stdout_bytes: 0,
             stderr_bytes: 0,
-            error_type: Some(error_type),
-            message: message.into(),
-            recoverable: error_type.recoverable(),
-            suggestion: Some(error_type.suggestion().to_string()),
+            error_type: None,
+            message: String::new(),
+            recoverable: false,
+            suggestion: None,
             policy_decision: None,
             risk_level: None,
             risk_reason: None,
@@ -250,6 +249,56 @@ impl ToolResult {
             sandbox: None,
             duplicate: false,
         }
+    }
+
+    /// A call that succeeded: `ok`, no error kind, no suggestion, an empty
+    /// message. The caller fills in what ran (exit status, output, sandbox).
+    pub fn success(call_id: impl Into<String>) -> Self {
+        ToolResult {
+            ok: true,
+            recoverable: true,
+            ..ToolResult::blank(call_id.into())
+        }
+    }
+
+    /// A call that did not succeed, with `recoverable` and `suggestion`
+    /// taken from `error_type`. Nothing ran unless the caller adds output:
+    /// refusals use it as is, failed runs fill in what the command did.
+    pub fn refusal(
+        call_id: impl Into<String>,
+        error_type: ErrorType,
+        message: impl Into<String>,
+    ) -> Self {
+        let mut r = ToolResult::blank(call_id.into());
+        r.set_error(error_type, message);
+        r
+    }
+
+    /// The daemon's answer to `describe`: ok, exit status 0, the
+    /// description as JSON text in `stdout`. `recoverable` is false there,
+    /// as it has been since the protocol's first version (clients match the
+    /// answer byte for byte); it names no run that could be retried.
+    pub fn description(call_id: impl Into<String>, description: &serde_json::Value) -> Self {
+        let stdout = description.to_string();
+        ToolResult {
+            ok: true,
+            exit_code: Some(0),
+            stdout_bytes: stdout.len() as u64,
+            stdout,
+            message: "describe: the tool definition, policy and limits are in stdout as JSON"
+                .into(),
+            ..ToolResult::blank(call_id.into())
+        }
+    }
+
+    /// Replaces the error kind's generic advice with a more precise one
+    /// (a stage that knows exactly what to change). A success has no
+    /// suggestion, so this leaves one unchanged.
+    pub fn with_suggestion(mut self, suggestion: impl Into<String>) -> Self {
+        if self.error_type.is_some() {
+            self.suggestion = Some(suggestion.into());
+        }
+        self
     }
 
     /// Sets the error kind together with the fields derived from it, so they
@@ -275,5 +324,82 @@ impl ToolResult {
             },
             Some(other) => other.cli_exit_code(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [ErrorType; 17] = [
+        ErrorType::InvalidArguments,
+        ErrorType::ParseError,
+        ErrorType::PermissionDenied,
+        ErrorType::ApprovalRequired,
+        ErrorType::CommandNotFound,
+        ErrorType::CommandTimeout,
+        ErrorType::NonzeroExit,
+        ErrorType::KilledBySignal,
+        ErrorType::OutputLimit,
+        ErrorType::SandboxViolation,
+        ErrorType::SandboxUnavailable,
+        ErrorType::BudgetExhausted,
+        ErrorType::Busy,
+        ErrorType::Cancelled,
+        ErrorType::UnrecordedCall,
+        ErrorType::PolicyError,
+        ErrorType::InternalError,
+    ];
+
+    #[test]
+    fn a_refusal_takes_advice_and_recoverability_from_its_kind() {
+        for e in ALL {
+            let r = ToolResult::refusal("c", e, "why");
+            assert!(!r.ok);
+            assert_eq!(r.error_type, Some(e));
+            assert_eq!(r.recoverable, e.recoverable(), "{e:?}");
+            assert_eq!(r.suggestion.as_deref(), Some(e.suggestion()), "{e:?}");
+            assert_eq!(r.message, "why");
+        }
+    }
+
+    #[test]
+    fn a_success_has_no_error_and_no_advice() {
+        let r = ToolResult::success("c");
+        assert!(r.ok && r.recoverable);
+        assert_eq!((r.error_type, r.suggestion.as_deref()), (None, None));
+        assert!(r.message.is_empty());
+        assert_eq!(r.cli_exit_code(), 0);
+    }
+
+    #[test]
+    fn set_error_turns_a_success_into_a_consistent_failure() {
+        let mut r = ToolResult::success("c");
+        r.set_error(ErrorType::ApprovalRequired, "ask");
+        assert_eq!(
+            r,
+            ToolResult::refusal("c", ErrorType::ApprovalRequired, "ask")
+        );
+    }
+
+    #[test]
+    fn a_precise_suggestion_overrides_only_an_error() {
+        let r = ToolResult::refusal("c", ErrorType::Busy, "m").with_suggestion("wait 1 s");
+        assert_eq!(r.suggestion.as_deref(), Some("wait 1 s"));
+        assert_eq!(r.recoverable, ErrorType::Busy.recoverable());
+        let ok = ToolResult::success("c").with_suggestion("ignored");
+        assert_eq!(ok.suggestion, None);
+    }
+
+    #[test]
+    fn the_description_answer_keeps_its_wire_form() {
+        let r = ToolResult::description("c", &serde_json::json!({"tool": "run_shell"}));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["exit_code"], 0);
+        assert_eq!(v["recoverable"], false);
+        assert_eq!(v["suggestion"], serde_json::Value::Null);
+        assert_eq!(v["stdout"], r#"{"tool":"run_shell"}"#);
+        assert_eq!(v["stdout_bytes"], 20);
     }
 }

@@ -1,7 +1,8 @@
-//! Durable daemon state: idempotency keys with their stored results, and
+//! Durable state: idempotency keys with their stored results, and
 //! per-session side-effect budgets.
 //!
-//! One SQLite file (`state.db`, WAL) in the state directory. Every operation
+//! [`StateStore`] is what the service asks of any store; [`SqliteStore`] is
+//! the one the CLI (`--state`) and the daemon use. One SQLite file (`state.db`, WAL) in the state directory. Every operation
 //! is a short transaction on one connection behind a mutex: calls take
 //! milliseconds to seconds, so the store is never the bottleneck, and a
 //! single writer keeps the reservation logic (`begin`) race-free.
@@ -26,7 +27,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use crate::policy::BudgetPolicy;
 use crate::result::{ErrorType, ToolResult};
 
-/// What `begin` found for an idempotency key.
+/// What [`StateStore::begin`] found for an idempotency key.
 // `Duplicate` is large, but `Begin` is built once per call and moved at once;
 // boxing would only add an allocation to the duplicate path.
 #[allow(clippy::large_enum_variant)]
@@ -44,6 +45,9 @@ pub enum Begin {
     InFlight,
 }
 
+/// Why the state store could not answer. The service turns it into an
+/// `INTERNAL_ERROR` result; the command does not run.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("state directory {path} is not usable: {source}")]
@@ -64,20 +68,50 @@ pub enum StoreError {
         source: serde_json::Error,
     },
     #[error("could not encode the result: {0}")]
-    Encode(serde_json::Error),
+    Encode(#[source] serde_json::Error),
     #[error("finish for key {key} without a matching begin")]
     NotReserved { key: String },
+    /// A failure of another [`StateStore`] implementation.
+    #[error("state store: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-pub struct Store {
+/// Idempotency keys and session budgets, as the service uses them.
+///
+/// Only mutating calls spend anything: for those the service calls
+/// [`begin`](StateStore::begin) when the request carries a key, then
+/// [`budget_check`](StateStore::budget_check), runs the command, then
+/// [`budget_charge`](StateStore::budget_charge) and
+/// [`finish`](StateStore::finish). Implementations are shared by
+/// concurrent calls, so every method takes `&self`.
+pub trait StateStore: Send + Sync {
+    /// Looks up `key`, reserving it for this call when it was never seen.
+    /// A reservation must end with [`finish`](StateStore::finish).
+    fn begin(&self, key: &str, args_hash: &str) -> Result<Begin, StoreError>;
+    /// Stores the result of a call that `begin` answered `Fresh`, so a
+    /// retry with the same key gets it back as a duplicate.
+    fn finish(&self, key: &str, args_hash: &str, result: &ToolResult) -> Result<(), StoreError>;
+    /// `Some(reason)` when `session` has spent its budget.
+    fn budget_check(
+        &self,
+        session: &str,
+        budget: &BudgetPolicy,
+    ) -> Result<Option<String>, StoreError>;
+    /// Adds one run's cost to `session`.
+    fn budget_charge(&self, session: &str, mutating: bool, wall_ms: u64) -> Result<(), StoreError>;
+}
+
+/// The SQLite [`StateStore`]: `state.db` in a state directory, shared
+/// safely by every process that opens the same directory.
+pub struct SqliteStore {
     conn: Mutex<Connection>,
     owner: Owner,
     path: PathBuf,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("SqliteStore")
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
@@ -108,9 +142,9 @@ CREATE TABLE IF NOT EXISTS budgets (
 );
 ";
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating when needed) `state.db` in `state_dir`.
-    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+    pub fn open(state_dir: &Path) -> Result<SqliteStore, StoreError> {
         let dir_err = |source| StoreError::Dir {
             path: state_dir.to_path_buf(),
             source,
@@ -139,7 +173,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
-        let store = Store {
+        let store = SqliteStore {
             conn: Mutex::new(conn),
             owner: Owner::current(),
             path,
@@ -153,9 +187,10 @@ impl Store {
         // (transactions roll back on drop), so a poisoned lock is usable.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    /// Looks up or reserves `key`.
-    pub fn begin(&self, key: &str, args_hash: &str) -> Result<Begin, StoreError> {
+impl StateStore for SqliteStore {
+    fn begin(&self, key: &str, args_hash: &str) -> Result<Begin, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let row: Option<(String, String, i64, i64, Option<String>)> = tx
@@ -193,13 +228,7 @@ impl Store {
         Ok(outcome)
     }
 
-    /// Stores the result of a call reserved by `begin`.
-    pub fn finish(
-        &self,
-        key: &str,
-        args_hash: &str,
-        result: &ToolResult,
-    ) -> Result<(), StoreError> {
+    fn finish(&self, key: &str, args_hash: &str, result: &ToolResult) -> Result<(), StoreError> {
         let mut stored = result.clone();
         // The request id belongs to one connection's exchange, not to the
         // call: a later duplicate answers with its own id.
@@ -220,8 +249,7 @@ impl Store {
         Ok(())
     }
 
-    /// `Some(reason)` when `session` has spent its budget.
-    pub fn budget_check(
+    fn budget_check(
         &self,
         session: &str,
         budget: &BudgetPolicy,
@@ -250,13 +278,7 @@ impl Store {
         Ok(None)
     }
 
-    /// Adds one run's cost to `session`.
-    pub fn budget_charge(
-        &self,
-        session: &str,
-        mutating: bool,
-        wall_ms: u64,
-    ) -> Result<(), StoreError> {
+    fn budget_charge(&self, session: &str, mutating: bool, wall_ms: u64) -> Result<(), StoreError> {
         let wall = i64::try_from(wall_ms).unwrap_or(i64::MAX);
         self.conn().execute(
             "INSERT INTO budgets (session, mutating_runs, wall_ms) VALUES (?1, ?2, ?3)
@@ -267,7 +289,9 @@ impl Store {
         )?;
         Ok(())
     }
+}
 
+impl SqliteStore {
     /// Settles reservations left by dead processes, so that a restarted
     /// daemon answers them at once instead of reporting them in flight.
     fn finalize_interrupted(&self) -> Result<(), StoreError> {
@@ -376,10 +400,7 @@ mod tests {
     use super::*;
 
     fn ok_result(stdout: &str) -> ToolResult {
-        let mut r = ToolResult::refusal("call-1", ErrorType::InternalError, "");
-        r.ok = true;
-        r.error_type = None;
-        r.suggestion = None;
+        let mut r = ToolResult::success("call-1");
         r.exit_code = Some(0);
         r.stdout = stdout.to_string();
         r.id = Some(serde_json::json!(1));
@@ -389,7 +410,7 @@ mod tests {
     #[test]
     fn fresh_then_duplicate_then_key_reuse() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
         assert_eq!(store.begin("key-0001", "h1").unwrap(), Begin::Fresh);
         assert_eq!(store.begin("key-0001", "h1").unwrap(), Begin::InFlight);
         store.finish("key-0001", "h1", &ok_result("hello")).unwrap();
@@ -414,11 +435,11 @@ mod tests {
     fn results_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let store = Store::open(dir.path()).unwrap();
+            let store = SqliteStore::open(dir.path()).unwrap();
             assert_eq!(store.begin("key-0002", "h").unwrap(), Begin::Fresh);
             store.finish("key-0002", "h", &ok_result("kept")).unwrap();
         }
-        let store = Store::open(dir.path()).unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
         let Begin::Duplicate(r) = store.begin("key-0002", "h").unwrap() else {
             panic!("not duplicate")
         };
@@ -428,7 +449,7 @@ mod tests {
     #[test]
     fn reservation_of_a_dead_process_is_answered_as_cancelled() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
         // A reservation whose owner cannot be alive: pid 0 has no /proc entry.
         store
             .conn()
@@ -439,7 +460,7 @@ mod tests {
             )
             .unwrap();
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
         let Begin::Duplicate(r) = store.begin("key-dead", "h").unwrap() else {
             panic!("not settled")
         };
@@ -454,17 +475,17 @@ mod tests {
     #[test]
     fn a_live_reservation_of_this_process_stays_in_flight_across_handles() {
         let dir = tempfile::tempdir().unwrap();
-        let a = Store::open(dir.path()).unwrap();
+        let a = SqliteStore::open(dir.path()).unwrap();
         assert_eq!(a.begin("key-live", "h").unwrap(), Begin::Fresh);
         // A second handle (another process in real life) sees a live owner.
-        let b = Store::open(dir.path()).unwrap();
+        let b = SqliteStore::open(dir.path()).unwrap();
         assert_eq!(b.begin("key-live", "h").unwrap(), Begin::InFlight);
     }
 
     #[test]
     fn budget_is_spent_by_runs_or_wall_time() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
         let budget = BudgetPolicy {
             max_mutating_runs: 2,
             max_wall_ms: 1_000,
@@ -492,7 +513,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, b"x").unwrap();
-        let err = Store::open(&file.join("state")).unwrap_err();
+        let err = SqliteStore::open(&file.join("state")).unwrap_err();
         assert!(matches!(err, StoreError::Dir { .. }), "{err}");
         assert!(err.to_string().contains("not-a-dir"), "{err}");
     }

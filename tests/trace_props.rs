@@ -1,7 +1,7 @@
 //! Properties: readers never crash on damaged traces, and generated
 //! secrets never survive redaction.
 
-use agent_exec::trace::event::parse_trace;
+use agent_exec::trace::parse_trace;
 use agent_exec::trace::{AuditOptions, Redactor, audit};
 use proptest::prelude::*;
 

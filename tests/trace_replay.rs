@@ -2,7 +2,7 @@
 
 use agent_exec::policy::{Decision, RiskLevel, Verdict};
 use agent_exec::result::{ErrorType, ToolResult};
-use agent_exec::trace::replay::unrecorded_result;
+use agent_exec::trace::unrecorded_result;
 use agent_exec::trace::{
     ReplayAnswer, ReplayMode, Replayer, TraceError, TraceHeader, TraceOptions, Tracer, args_hash,
     story,
@@ -22,9 +22,7 @@ fn header() -> TraceHeader {
 }
 
 fn ran(call_id: &str, stdout: &str) -> ToolResult {
-    let mut r = ToolResult::refusal(call_id, ErrorType::InternalError, "");
-    r.ok = true;
-    r.error_type = None;
+    let mut r = ToolResult::success(call_id);
     r.exit_code = Some(0);
     r.duration_ms = 2;
     r.stdout = stdout.into();

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use server::{ServerConfig, serve};
-pub use socket::{SocketGuard, allowed_uids, bind};
+use server::{ServerConfig, serve};
+use socket::{allowed_uids, bind};
 
 use crate::exec::CancelToken;
 use crate::request::{RequestLimits, RunRequest};
@@ -24,7 +24,7 @@ use crate::result::ToolResult;
 
 /// What the daemon asks of the layer below it. `crate::service::Service`
 /// is the real one; tests may put a stand-in behind the same transport.
-pub trait Handler: Send + Sync + 'static {
+pub(crate) trait Handler: Send + Sync + 'static {
     /// Runs one validated call to its end; blocking.
     fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult;
     /// The tool's JSON Schema, the policy's name and hash, and the limits.
@@ -87,25 +87,54 @@ pub struct ServeOptions {
 }
 
 /// Why the daemon could not start (exit status 125).
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("policy: {0}")]
     Policy(#[from] crate::policy::PolicyError),
-    #[error("root {path}: {reason}")]
-    Root { path: PathBuf, reason: String },
+    #[error("root {path}: {source}")]
+    Root {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("socket {path}: {reason}")]
     Socket { path: PathBuf, reason: String },
     #[error("service: {0}")]
-    Service(#[from] crate::service::ServiceError),
+    Service(#[source] crate::service::ServiceError),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
         source: std::io::Error,
     },
-    #[error("trace {path}: {reason}")]
-    Trace { path: PathBuf, reason: String },
+    #[error("trace {path}: {source}")]
+    Trace {
+        path: PathBuf,
+        source: crate::trace::TraceError,
+    },
     #[error("--max-concurrent must be at least 1")]
     NoSlots,
+}
+
+impl ServeError {
+    /// The daemon's wording for a service that could not be built: the
+    /// root and the traces are named as the daemon's own options.
+    fn from_service(e: crate::service::ServiceError, root: &std::path::Path) -> ServeError {
+        use crate::service::ServiceError as S;
+        match e {
+            S::Root { source, .. } => ServeError::Root {
+                path: root.to_path_buf(),
+                source,
+            },
+            S::RootNotDir { .. } => ServeError::Root {
+                path: root.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            },
+            S::Trace { path, source } | S::Replay { path, source } => {
+                ServeError::Trace { path, source }
+            }
+            other => ServeError::Service(other),
+        }
+    }
 }
 
 impl ServeError {
@@ -152,16 +181,6 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
         None => std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
     };
     let policy = crate::policy::Policy::load(&opts.policy)?;
-    let root = std::fs::canonicalize(&opts.root).map_err(|e| ServeError::Root {
-        path: opts.root.clone(),
-        reason: e.to_string(),
-    })?;
-    if !root.is_dir() {
-        return Err(ServeError::Root {
-            path: opts.root.clone(),
-            reason: "not a directory".into(),
-        });
-    }
     let state_dir = match &opts.state {
         Some(s) => s.clone(),
         None => opts
@@ -176,9 +195,10 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
 
     // The service opens the state store: an unusable state directory stops
     // the start here, before the socket exists.
-    let service = Arc::new(crate::service::Service::new(service_config(
-        policy, root, state_dir, &opts,
-    )?)?);
+    let service = Arc::new(
+        build_service(policy, state_dir, &opts)
+            .map_err(|e| ServeError::from_service(e, &opts.root))?,
+    );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -254,53 +274,30 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError
 }
 
 /// The one place that knows how the service is configured for the daemon.
-fn service_config(
+fn build_service(
     policy: crate::policy::Policy,
-    root: PathBuf,
     state_dir: PathBuf,
     opts: &ServeOptions,
-) -> Result<crate::service::ServiceConfig, ServeError> {
-    let mut cfg = crate::service::ServiceConfig::new(policy, root);
+) -> Result<crate::service::Service, crate::service::ServiceError> {
     // One trace per session, rotated by size, next to the durable state.
     // Evidence is part of the contract: no traces, no daemon.
-    let header = crate::service::trace_header(&cfg.policy);
-    let trace_opts =
-        crate::service::trace_options(&cfg.policy, opts.record, Some(TRACE_ROTATE_BYTES));
-    let traces = state_dir.join("traces");
-    cfg.trace_dir = Some(
-        crate::trace::TraceDir::open(&traces, header, trace_opts).map_err(|e| {
-            ServeError::Trace {
-                path: traces.clone(),
-                reason: e.to_string(),
-            }
-        })?,
-    );
+    let mut builder = crate::service::Service::builder(policy, &opts.root)
+        .trace_dir(
+            state_dir.join("traces"),
+            opts.record,
+            Some(TRACE_ROTATE_BYTES),
+        )
+        .state_dir(state_dir)
+        .require_idempotency(true);
     if let Some(path) = &opts.replay {
-        let lenient = opts.replay_mode == "lenient";
-        let mode = if lenient {
+        let mode = if opts.replay_mode == "lenient" {
             crate::trace::ReplayMode::Lenient
         } else {
             crate::trace::ReplayMode::Strict
         };
-        let replayer = crate::trace::Replayer::load(
-            path,
-            mode,
-            &cfg.policy.sha256,
-            &crate::service::tool_schema_sha256(),
-        )
-        .map_err(|e| ServeError::Trace {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        cfg.replay = Some(crate::service::Replay {
-            replayer,
-            lenient,
-            allow_live_writes: opts.allow_live_writes,
-        });
+        builder = builder.replay(path, mode, opts.allow_live_writes);
     }
-    cfg.state_dir = Some(state_dir);
-    cfg.require_idempotency = true;
-    Ok(cfg)
+    builder.build()
 }
 
 /// Size at which a session's trace starts a new file.

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixStream;
@@ -25,7 +25,7 @@ use crate::result::{ErrorType, ToolResult};
 
 /// How the server behaves, independent of where requests go.
 #[derive(Debug, Clone)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     pub max_concurrent: usize,
     pub queue: usize,
     /// How long running calls may finish after SIGTERM before they are
@@ -50,18 +50,14 @@ struct Shared<H> {
     hard_stop: watch::Sender<bool>,
     /// Set when connections must stop reading and close.
     closing: watch::Sender<bool>,
-    call_prefix: String,
-    next_call: AtomicU64,
     next_conn: AtomicU64,
 }
 
 impl<H: Handler> Shared<H> {
+    /// The daemon's own answers take their ids from the same source as
+    /// the service's calls.
     fn call_id(&self) -> String {
-        format!(
-            "{}-{}",
-            self.call_prefix,
-            self.next_call.fetch_add(1, Ordering::Relaxed)
-        )
+        crate::service::next_call_id()
     }
 
     fn release(&self) {
@@ -84,16 +80,13 @@ impl<H: Handler> Shared<H> {
 /// Serves `listener` until `shutdown` resolves, then drains: running calls
 /// get `cfg.grace` to finish before they are cancelled. `on_stop_accepting`
 /// runs as soon as no new connection is taken (the socket file goes then).
-pub async fn serve<H: Handler>(
+pub(crate) async fn serve<H: Handler>(
     listener: tokio::net::UnixListener,
     handler: Arc<H>,
     cfg: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
     on_stop_accepting: impl FnOnce(),
 ) {
-    let start = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
     let shared = Arc::new(Shared {
         handler,
         slots: Semaphore::new(cfg.max_concurrent.max(1)),
@@ -103,8 +96,6 @@ pub async fn serve<H: Handler>(
         draining: watch::channel(false).0,
         hard_stop: watch::channel(false).0,
         closing: watch::channel(false).0,
-        call_prefix: format!("d{start:x}"),
-        next_call: AtomicU64::new(1),
         next_conn: AtomicU64::new(1),
     });
     let mut conns = tokio::task::JoinSet::new();
@@ -131,6 +122,20 @@ pub async fn serve<H: Handler>(
     }
     drop(listener);
     on_stop_accepting();
+    drain(&shared).await;
+    // Writers flush what is queued; a client that does not read is not
+    // waited for long.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    conns.abort_all();
+    tracing::info!("stopped");
+}
+
+/// Nothing new starts; running calls get the grace period, then are
+/// cancelled; then connections are told to close.
+async fn drain<H: Handler>(shared: &Shared<H>) {
     let running = shared.admitted.load(Ordering::Acquire);
     tracing::info!(
         running,
@@ -155,14 +160,6 @@ pub async fn serve<H: Handler>(
         }
     }
     shared.closing.send_replace(true);
-    // Writers flush what is queued; a client that does not read is not
-    // waited for long.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    conns.abort_all();
-    tracing::info!("stopped");
 }
 
 fn admit_peer<H: Handler>(shared: &Shared<H>, stream: UnixStream, conn: u64) -> Option<UnixStream> {
@@ -325,16 +322,7 @@ async fn dispatch<H: Handler>(shared: &Arc<Shared<H>>, conn: &Arc<Conn>, line: &
     let Envelope { id, call } = envelope;
     match call {
         ToolCall::Describe => {
-            let mut r = ToolResult::refusal(shared.call_id(), ErrorType::InternalError, "");
-            r.ok = true;
-            r.error_type = None;
-            r.recoverable = false;
-            r.suggestion = None;
-            r.exit_code = Some(0);
-            r.message =
-                "describe: the tool definition, policy and limits are in stdout as JSON".into();
-            r.stdout = shared.handler.describe().to_string();
-            r.stdout_bytes = r.stdout.len() as u64;
+            let mut r = ToolResult::description(shared.call_id(), &shared.handler.describe());
             r.id = id;
             respond(conn, r, "describe", received).await;
         }

@@ -22,10 +22,6 @@ pub struct SocketGuard {
 }
 
 impl SocketGuard {
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Removes the socket file now (stop accepting), keeping the guard inert.
     pub fn remove_file(&mut self) {
         if let Ok(meta) = std::fs::symlink_metadata(&self.path)

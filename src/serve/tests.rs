@@ -37,9 +37,7 @@ impl Handler for Stub {
             self.cancelled.fetch_add(1, Ordering::SeqCst);
             return ToolResult::refusal("stub", ErrorType::Cancelled, "cancelled");
         }
-        let mut r = ToolResult::refusal("stub", ErrorType::InternalError, "");
-        r.ok = true;
-        r.error_type = None;
+        let mut r = ToolResult::success("stub");
         r.stdout = cmd.trim_start_matches("echo ").to_string();
         r
     }

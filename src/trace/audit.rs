@@ -149,25 +149,47 @@ pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
         files: paths.to_vec(),
         ..Default::default()
     };
-    let mut calls: Vec<Located<RecordedCall>> = Vec::new();
-    let mut decisions: HashMap<String, Located<RecordedDecision>> = HashMap::new();
-    let mut results: HashMap<String, Located<Box<RecordedResult>>> = HashMap::new();
-    let mut extra_decisions: Vec<Located<RecordedDecision>> = Vec::new();
-    let mut unmatched_results: Vec<Located<Box<RecordedResult>>> = Vec::new();
-
+    let mut index = Index::default();
     for (fi, path) in paths.iter().enumerate() {
+        index.read_file(&mut report, fi, path);
+    }
+    report.calls = index.calls.len();
+    index.report_extra_events(&mut report, paths);
+    let storms = index.check_calls(&mut report, paths, opts);
+    index.report_unmatched(&mut report, paths);
+    report_storms(&mut report, storms, paths, opts);
+    report
+        .issues
+        .sort_by(|a, b| (&a.file, a.line, a.kind).cmp(&(&b.file, b.line, b.kind)));
+    report.ok = !report.failed();
+    report
+}
+
+/// Every event of every file, by call id where the invariants need it.
+#[derive(Default)]
+struct Index {
+    calls: Vec<Located<RecordedCall>>,
+    decisions: HashMap<String, Located<RecordedDecision>>,
+    results: HashMap<String, Located<Box<RecordedResult>>>,
+    /// Decisions and results beyond the first for a call id.
+    extra_decisions: Vec<Located<RecordedDecision>>,
+    extra_results: Vec<Located<Box<RecordedResult>>>,
+}
+
+impl Index {
+    fn read_file(&mut self, report: &mut AuditReport, fi: usize, path: &Path) {
         let trace = match read_trace(path) {
             Ok(t) => t,
             Err(e) => {
                 push(
-                    &mut report,
+                    report,
                     IssueKind::UnreadableFile,
                     path,
                     None,
                     None,
                     format!("cannot read: {e}"),
                 );
-                continue;
+                return;
             }
         };
         for p in &trace.problems {
@@ -176,219 +198,224 @@ pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
             } else {
                 IssueKind::InvalidLine
             };
-            push(
-                &mut report,
-                kind,
-                path,
-                Some(p.line),
-                None,
-                p.message.clone(),
-            );
+            push(report, kind, path, Some(p.line), None, p.message.clone());
         }
-        match trace.events.first() {
-            Some((_, Event::Header(_))) => {}
-            Some((line, _)) => push(
-                &mut report,
-                IssueKind::MissingHeader,
-                path,
-                Some(*line),
-                None,
-                "the first event is not a trace_header".into(),
-            ),
-            None if trace.problems.is_empty() => push(
-                &mut report,
-                IssueKind::MissingHeader,
-                path,
-                None,
-                None,
-                "empty trace".into(),
-            ),
-            None => {}
-        }
+        check_header(report, path, &trace);
         for (line, event) in trace.events {
             report.events += 1;
             match event {
                 Event::Header(_) | Event::Other(_) => {}
-                Event::Call(c) => calls.push(Located {
-                    file: fi,
-                    line,
-                    ev: c,
-                }),
-                Event::Decision(d) => {
+                Event::Call(ev) => self.calls.push(Located { file: fi, line, ev }),
+                Event::Decision(ev) => {
                     report.decisions += 1;
-                    if decisions.contains_key(&d.call_id) {
-                        extra_decisions.push(Located {
-                            file: fi,
-                            line,
-                            ev: d,
-                        });
+                    let located = Located { file: fi, line, ev };
+                    if self.decisions.contains_key(&located.ev.call_id) {
+                        self.extra_decisions.push(located);
                     } else {
-                        decisions.insert(
-                            d.call_id.clone(),
-                            Located {
-                                file: fi,
-                                line,
-                                ev: d,
-                            },
-                        );
+                        self.decisions.insert(located.ev.call_id.clone(), located);
                     }
                 }
-                Event::Result(r) => {
+                Event::Result(ev) => {
                     report.results += 1;
-                    if results.contains_key(&r.call_id) {
-                        unmatched_results.push(Located {
-                            file: fi,
-                            line,
-                            ev: r,
-                        });
+                    let located = Located { file: fi, line, ev };
+                    if self.results.contains_key(&located.ev.call_id) {
+                        self.extra_results.push(located);
                     } else {
-                        results.insert(
-                            r.call_id.clone(),
-                            Located {
-                                file: fi,
-                                line,
-                                ev: r,
-                            },
-                        );
+                        self.results.insert(located.ev.call_id.clone(), located);
                     }
                 }
             }
         }
     }
-    report.calls = calls.len();
 
-    for d in &unmatched_results {
-        push(
-            &mut report,
-            IssueKind::DuplicateResult,
-            &paths[d.file],
-            Some(d.line),
-            Some(&d.ev.call_id),
-            "a second tool_result for the same call (exactly one is allowed)".into(),
-        );
-    }
-    for d in &extra_decisions {
-        push(
-            &mut report,
-            IssueKind::UnmatchedDecision,
-            &paths[d.file],
-            Some(d.line),
-            Some(&d.ev.call_id),
-            "a second policy_decision for the same call".into(),
-        );
-    }
-
-    let mut seen: HashMap<&str, usize> = HashMap::new();
-    let mut storms: HashMap<StormKey, StormCount> = HashMap::new();
-    for (idx, c) in calls.iter().enumerate() {
-        let path = &paths[c.file];
-        let id = c.ev.call_id.as_str();
-        if let Some(&first) = seen.get(id) {
+    /// A second result or decision for one call.
+    fn report_extra_events(&self, report: &mut AuditReport, paths: &[PathBuf]) {
+        for d in &self.extra_results {
             push(
-                &mut report,
-                IssueKind::DuplicateCallId,
-                path,
-                Some(c.line),
-                Some(id),
-                format!("call id already used on line {}", calls[first].line),
+                report,
+                IssueKind::DuplicateResult,
+                &paths[d.file],
+                Some(d.line),
+                Some(&d.ev.call_id),
+                "a second tool_result for the same call (exactly one is allowed)".into(),
             );
-            continue;
         }
-        seen.insert(id, idx);
-        // A session is one agent run even across files (daemon); without
-        // one, a trace file is: the CLI appends one invocation per command
-        // to the same file, each with its own writer run id.
-        let scope = match c.ev.session.as_deref() {
-            Some(s) => format!("session {s}"),
-            None => "this trace".to_string(),
-        };
-        let scope_file = if c.ev.session.is_some() {
-            usize::MAX
-        } else {
-            c.file
-        };
-        let entry = storms
-            .entry((
-                scope,
-                scope_file,
-                c.ev.tool.as_str(),
-                c.ev.args_hash.as_str(),
-            ))
-            .or_insert((0, c.file, c.line));
-        entry.0 += 1;
-
-        let result = results.get(id);
-        let decision = decisions.get(id);
-        let Some(result) = result else {
+        for d in &self.extra_decisions {
             push(
-                &mut report,
-                IssueKind::OrphanCall,
-                path,
-                Some(c.line),
-                Some(id),
-                format!(
-                    "{} call has no tool_result (the writer died or the call never finished)",
-                    c.ev.tool
-                ),
+                report,
+                IssueKind::UnmatchedDecision,
+                &paths[d.file],
+                Some(d.line),
+                Some(&d.ev.call_id),
+                "a second policy_decision for the same call".into(),
             );
-            check_refusal(&mut report, path, c, decision, None);
-            continue;
-        };
-        if c.ev.deadline_ms > 0 && c.ev.ts_unix_ms > 0 && result.ev.ts_unix_ms > 0 {
-            let late_by = result
-                .ev
-                .ts_unix_ms
-                .saturating_sub(c.ev.ts_unix_ms + c.ev.deadline_ms);
-            if late_by > opts.deadline_slack_ms {
+        }
+    }
+
+    /// Each call: a unique id, exactly one result in time, a reason when
+    /// refused and no run; counts identical calls for the storm check.
+    fn check_calls<'a>(
+        &'a self,
+        report: &mut AuditReport,
+        paths: &[PathBuf],
+        opts: &AuditOptions,
+    ) -> HashMap<StormKey<'a>, StormCount> {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut storms: HashMap<StormKey, StormCount> = HashMap::new();
+        for (idx, c) in self.calls.iter().enumerate() {
+            let path = &paths[c.file];
+            let id = c.ev.call_id.as_str();
+            if let Some(&first) = seen.get(id) {
                 push(
-                    &mut report,
-                    IssueKind::DeadlineMiss,
-                    &paths[result.file],
-                    Some(result.line),
+                    report,
+                    IssueKind::DuplicateCallId,
+                    path,
+                    Some(c.line),
+                    Some(id),
+                    format!("call id already used on line {}", self.calls[first].line),
+                );
+                continue;
+            }
+            seen.insert(id, idx);
+            storms.entry(storm_key(c)).or_insert((0, c.file, c.line)).0 += 1;
+            let decision = self.decisions.get(id);
+            let Some(result) = self.results.get(id) else {
+                push(
+                    report,
+                    IssueKind::OrphanCall,
+                    path,
+                    Some(c.line),
                     Some(id),
                     format!(
-                        "result came {late_by} ms after the {} ms deadline",
-                        c.ev.deadline_ms
+                        "{} call has no tool_result (the writer died or the call never finished)",
+                        c.ev.tool
                     ),
                 );
-            }
+                check_refusal(report, path, c, decision, None);
+                continue;
+            };
+            check_deadline(report, &paths[result.file], c, result, opts);
+            check_refusal(report, path, c, decision, Some(result));
         }
-        check_refusal(&mut report, path, c, decision, Some(result));
+        storms
     }
 
-    let matched: std::collections::HashSet<&str> =
-        calls.iter().map(|c| c.ev.call_id.as_str()).collect();
-    let mut orphans: Vec<&Located<Box<RecordedResult>>> = results
-        .values()
-        .filter(|r| !matched.contains(r.ev.call_id.as_str()))
-        .collect();
-    orphans.sort_by_key(|r| (r.file, r.line));
-    for r in orphans {
-        push(
-            &mut report,
-            IssueKind::UnmatchedResult,
-            &paths[r.file],
-            Some(r.line),
-            Some(&r.ev.call_id),
-            "tool_result without a tool_call".into(),
-        );
+    /// Results and decisions whose call is not in any of the files.
+    fn report_unmatched(&self, report: &mut AuditReport, paths: &[PathBuf]) {
+        let matched: std::collections::HashSet<&str> =
+            self.calls.iter().map(|c| c.ev.call_id.as_str()).collect();
+        let mut orphans: Vec<&Located<Box<RecordedResult>>> = self
+            .results
+            .values()
+            .filter(|r| !matched.contains(r.ev.call_id.as_str()))
+            .collect();
+        orphans.sort_by_key(|r| (r.file, r.line));
+        for r in orphans {
+            push(
+                report,
+                IssueKind::UnmatchedResult,
+                &paths[r.file],
+                Some(r.line),
+                Some(&r.ev.call_id),
+                "tool_result without a tool_call".into(),
+            );
+        }
+        let mut lonely: Vec<&Located<RecordedDecision>> = self
+            .decisions
+            .values()
+            .filter(|d| !matched.contains(d.ev.call_id.as_str()))
+            .collect();
+        lonely.sort_by_key(|d| (d.file, d.line));
+        for d in lonely {
+            push(
+                report,
+                IssueKind::UnmatchedDecision,
+                &paths[d.file],
+                Some(d.line),
+                Some(&d.ev.call_id),
+                "policy_decision without a tool_call".into(),
+            );
+        }
     }
-    let mut lonely: Vec<&Located<RecordedDecision>> = decisions
-        .values()
-        .filter(|d| !matched.contains(d.ev.call_id.as_str()))
-        .collect();
-    lonely.sort_by_key(|d| (d.file, d.line));
-    for d in lonely {
-        push(
-            &mut report,
-            IssueKind::UnmatchedDecision,
-            &paths[d.file],
-            Some(d.line),
-            Some(&d.ev.call_id),
-            "policy_decision without a tool_call".into(),
-        );
-    }
+}
 
+/// A trace starts with its header; an empty file is a finding too, unless
+/// its lines were all reported as damaged already.
+fn check_header(report: &mut AuditReport, path: &Path, trace: &super::event::TraceFile) {
+    match trace.events.first() {
+        Some((_, Event::Header(_))) => {}
+        Some((line, _)) => push(
+            report,
+            IssueKind::MissingHeader,
+            path,
+            Some(*line),
+            None,
+            "the first event is not a trace_header".into(),
+        ),
+        None if trace.problems.is_empty() => push(
+            report,
+            IssueKind::MissingHeader,
+            path,
+            None,
+            None,
+            "empty trace".into(),
+        ),
+        None => {}
+    }
+}
+
+/// Which calls count as the same retry: a session is one agent run even
+/// across files (daemon); without one, a trace file is: the CLI appends
+/// one invocation per command to the same file, each with its own writer
+/// run id.
+fn storm_key(c: &Located<RecordedCall>) -> StormKey<'_> {
+    let (scope, scope_file) = match c.ev.session.as_deref() {
+        Some(s) => (format!("session {s}"), usize::MAX),
+        None => ("this trace".to_string(), c.file),
+    };
+    (
+        scope,
+        scope_file,
+        c.ev.tool.as_str(),
+        c.ev.args_hash.as_str(),
+    )
+}
+
+fn check_deadline(
+    report: &mut AuditReport,
+    result_path: &Path,
+    c: &Located<RecordedCall>,
+    result: &Located<Box<RecordedResult>>,
+    opts: &AuditOptions,
+) {
+    if c.ev.deadline_ms == 0 || c.ev.ts_unix_ms == 0 || result.ev.ts_unix_ms == 0 {
+        return;
+    }
+    let late_by = result
+        .ev
+        .ts_unix_ms
+        .saturating_sub(c.ev.ts_unix_ms + c.ev.deadline_ms);
+    if late_by > opts.deadline_slack_ms {
+        push(
+            report,
+            IssueKind::DeadlineMiss,
+            result_path,
+            Some(result.line),
+            Some(&c.ev.call_id),
+            format!(
+                "result came {late_by} ms after the {} ms deadline",
+                c.ev.deadline_ms
+            ),
+        );
+    }
+}
+
+fn report_storms(
+    report: &mut AuditReport,
+    storms: HashMap<StormKey<'_>, StormCount>,
+    paths: &[PathBuf],
+    opts: &AuditOptions,
+) {
     let threshold = opts.retry_threshold.max(2);
     let mut storm_list: Vec<_> = storms
         .into_iter()
@@ -398,7 +425,7 @@ pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
     for ((scope, _, tool, hash), (n, file, line)) in storm_list {
         let short = hash.get(..12).unwrap_or(hash);
         push(
-            &mut report,
+            report,
             IssueKind::RetryStorm,
             &paths[file],
             Some(line),
@@ -408,12 +435,6 @@ pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
             ),
         );
     }
-
-    report
-        .issues
-        .sort_by(|a, b| (&a.file, a.line, a.kind).cmp(&(&b.file, b.line, b.kind)));
-    report.ok = !report.failed();
-    report
 }
 
 fn check_refusal(

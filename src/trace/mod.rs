@@ -6,17 +6,20 @@
 //! kernel, Landlock ABI); each call then yields a `tool_call`, a
 //! `policy_decision` and exactly one `tool_result`. Arguments are stored as
 //! a hash plus a redacted preview unless `record_full` is set, and secrets
-//! are scrubbed before anything is written (see [`redact`]).
+//! are scrubbed before anything is written (see [`Redactor`]).
 //!
-//! Readers: [`audit`] checks invariants, [`story`] tells a trace as a
-//! readable story, [`Replayer`] serves recorded results. The format is
-//! documented in `docs/trace.md`.
+//! Writers: [`Tracer`] (one file) and [`TraceDir`] (a file per session),
+//! both [`TraceSink`]s, the seam through which a service reports its calls.
+//! Readers: [`audit()`] checks invariants, [`story()`] tells a trace as a
+//! readable story, [`Replayer`] serves recorded results, [`read_trace`]
+//! parses one. The format is documented in `docs/trace.md`.
 
-pub mod audit;
-pub mod event;
-pub mod redact;
-pub mod replay;
-pub mod story;
+mod audit;
+mod event;
+mod redact;
+mod replay;
+mod sink;
+mod story;
 mod time;
 mod writer;
 
@@ -25,9 +28,13 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 
 pub use audit::{AuditOptions, AuditReport, Issue, IssueKind, audit};
-pub use event::{Event, TRACE_SCHEMA_VERSION, TraceFile, read_trace};
-pub use redact::Redactor;
-pub use replay::{KeyUsage, ReplayAnswer, ReplayMode, ReplaySummary, Replayer};
+pub use event::{
+    Event, LineProblem, RecordedCall, RecordedDecision, RecordedHeader, RecordedResult,
+    TRACE_SCHEMA_VERSION, TraceFile, parse_line, parse_trace, read_trace,
+};
+pub use redact::{REDACTED, Redactor, is_secret_name};
+pub use replay::{KeyUsage, ReplayAnswer, ReplayMode, ReplaySummary, Replayer, unrecorded_result};
+pub use sink::TraceSink;
 pub use story::story;
 pub use writer::{TraceDir, Tracer};
 
@@ -52,6 +59,8 @@ pub struct TraceOptions {
     pub rotate_bytes: Option<u64>,
 }
 
+/// Why a trace could not be written, read or replayed.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     #[error("cannot {action} trace {path}: {source}")]

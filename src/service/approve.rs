@@ -1,0 +1,165 @@
+//! Who answers `require_approval`: the seam an agent host plugs its own
+//! approval UI into.
+
+use std::path::Path;
+
+use crate::policy::Decision;
+use crate::request::CommandSpec;
+
+/// Answers the policy's `require_approval` verdicts, one call at a time.
+///
+/// The service asks only for calls the policy marked `require_approval`,
+/// after validation and before anything runs; denied and allowed calls
+/// never reach the approver. Calls may be concurrent, and the call waits
+/// for the answer, so an approver that asks a human should time out on
+/// its own and answer [`Approval::Denied`] rather than wait forever.
+///
+/// [`NeverApprover`] (the default) and [`TtyApprover`] are the shipped
+/// implementations.
+pub trait Approver: Send + Sync {
+    fn approve(&self, request: &ApprovalRequest<'_>) -> Approval;
+}
+
+/// What an approver is shown.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRequest<'a> {
+    pub call_id: &'a str,
+    pub session: Option<&'a str>,
+    pub command: &'a CommandSpec,
+    /// The resolved working directory, inside the project root.
+    pub cwd: &'a Path,
+    /// The verdict being asked about: its rule, risk and reason.
+    pub decision: &'a Decision,
+}
+
+impl ApprovalRequest<'_> {
+    /// The command as one line a human can read: the shell string as sent,
+    /// or the argv quoted for a shell.
+    pub fn command_line(&self) -> String {
+        match self.command {
+            CommandSpec::Shell(s) => s.clone(),
+            CommandSpec::Argv(v) => shell_words::join(v),
+        }
+    }
+}
+
+/// An approver's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Run it.
+    Approved,
+    /// Someone was asked and said no (or gave no clear yes).
+    Denied,
+    /// There is nobody to ask; the refusal says the run is non-interactive.
+    Unavailable,
+}
+
+impl Approval {
+    /// `(asked, answer)` as results and traces record them.
+    pub(crate) fn recorded(self) -> (bool, Option<bool>) {
+        match self {
+            Approval::Approved => (true, Some(true)),
+            Approval::Denied => (true, Some(false)),
+            Approval::Unavailable => (false, None),
+        }
+    }
+}
+
+/// Nobody approves: every `require_approval` call is refused with
+/// `APPROVAL_REQUIRED`. The default, and what a non-interactive run wants.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NeverApprover;
+
+impl Approver for NeverApprover {
+    fn approve(&self, _request: &ApprovalRequest<'_>) -> Approval {
+        Approval::Unavailable
+    }
+}
+
+/// Asks the human at the controlling terminal (`/dev/tty`), so a prompt
+/// works even when stdin and stdout carry the tool's JSON. Anything but an
+/// explicit yes is a no; so is the absence of a terminal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TtyApprover;
+
+impl Approver for TtyApprover {
+    fn approve(&self, request: &ApprovalRequest<'_>) -> Approval {
+        use std::io::{BufRead, BufReader, Write};
+        let Ok(mut tty) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+        else {
+            return Approval::Denied;
+        };
+        let d = request.decision;
+        let _ = write!(
+            tty,
+            "agent-exec: approval required ({:?} risk, rule {}): {}\n  command: {}\nRun it? [y/N] ",
+            d.risk,
+            d.rule,
+            d.reason,
+            request.command_line()
+        );
+        let _ = tty.flush();
+        let mut line = String::new();
+        if BufReader::new(&mut tty).read_line(&mut line).is_err() {
+            return Approval::Denied;
+        }
+        if is_yes(&line) {
+            Approval::Approved
+        } else {
+            Approval::Denied
+        }
+    }
+}
+
+fn is_yes(line: &str) -> bool {
+    matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_explicit_yes_approves() {
+        for yes in ["y\n", "Y", " yes \n", "YES", "Yes"] {
+            assert!(is_yes(yes), "{yes:?}");
+        }
+        for no in ["", "\n", "n", "yep", "ja", "y y", "sure"] {
+            assert!(!is_yes(no), "{no:?}");
+        }
+    }
+
+    #[test]
+    fn answers_are_recorded_as_asked_and_given() {
+        assert_eq!(Approval::Approved.recorded(), (true, Some(true)));
+        assert_eq!(Approval::Denied.recorded(), (true, Some(false)));
+        assert_eq!(Approval::Unavailable.recorded(), (false, None));
+    }
+
+    #[test]
+    fn argv_is_shown_quoted_for_a_shell() {
+        let d = Decision {
+            verdict: crate::policy::Verdict::RequireApproval,
+            rule: "r".into(),
+            risk: crate::policy::RiskLevel::High,
+            reason: "x".into(),
+            token: None,
+            read_only: false,
+            needs_shell: false,
+        };
+        let argv = CommandSpec::Argv(vec!["rm".into(), "a file".into()]);
+        let req = ApprovalRequest {
+            call_id: "c",
+            session: None,
+            command: &argv,
+            cwd: Path::new("/"),
+            decision: &d,
+        };
+        assert_eq!(req.command_line(), "rm 'a file'");
+        assert_eq!(NeverApprover.approve(&req), Approval::Unavailable);
+    }
+}

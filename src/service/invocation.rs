@@ -1,0 +1,235 @@
+//! Stage 5: what exactly runs. The environment (a scrubbed copy of the
+//! supervisor's plus the policy's), the program and argv (the words
+//! themselves, or `bash -p -c` for a command that needs a shell), the
+//! working directory and the limits, ready for exec.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Service;
+use super::refusal::Refusal;
+use crate::exec::ExecSpec;
+use crate::policy::{Decision, Policy};
+use crate::request::{CommandSpec, RunRequest};
+use crate::result::SandboxSummary;
+use crate::sandbox::RunSandbox;
+use crate::spawn::ChildSpec;
+
+/// The environment every child starts from, computed once: the
+/// supervisor's environment does not change while it runs.
+pub(crate) struct BaseEnv {
+    /// `NAME=value` entries from the keep-list and the policy's fixed values.
+    entries: Vec<(String, String)>,
+    /// Names present in the supervisor's environment (or set by the
+    /// policy) and withheld because they look secret, whether or not the
+    /// keep-list named them.
+    scrubbed: Vec<String>,
+}
+
+/// Names the service sets itself for every run.
+const OWN_NAMES: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
+
+impl BaseEnv {
+    pub(crate) fn from_policy(policy: &Policy) -> BaseEnv {
+        let keeps = |name: &str| {
+            policy.env.keep.iter().any(|k| match k.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == k,
+            })
+        };
+        let mut entries = Vec::new();
+        let mut scrubbed = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+                continue;
+            };
+            if policy.is_secret_name(k) {
+                scrubbed.push(k.to_string());
+            } else if keeps(k) && !OWN_NAMES.contains(&k) {
+                entries.push((k.to_string(), v.to_string()));
+            }
+        }
+        for (k, v) in &policy.env.set {
+            if policy.is_secret_name(k) {
+                scrubbed.push(k.clone());
+            } else if !OWN_NAMES.contains(&k.as_str()) {
+                entries.retain(|(n, _)| n != k);
+                entries.push((k.clone(), v.clone()));
+            }
+        }
+        scrubbed.sort();
+        scrubbed.dedup();
+        BaseEnv { entries, scrubbed }
+    }
+}
+
+/// One run, ready for exec.
+pub(crate) struct Invocation {
+    pub(crate) spec: ExecSpec,
+    /// The effective timeout, for the message when it expires.
+    pub(crate) timeout_ms: u64,
+    pub(crate) env_scrubbed: Vec<String>,
+    pub(crate) sandbox: SandboxSummary,
+}
+
+impl Service {
+    pub(super) fn invocation(
+        &self,
+        req: &RunRequest,
+        decision: &Decision,
+        cwd: &Path,
+    ) -> Result<Invocation, Refusal> {
+        let (program, argv) = self.program_and_argv(req, decision, cwd)?;
+        let run = self
+            .sandbox
+            .for_run()
+            .map_err(|e| Refusal::SandboxUnavailable(e.to_string()))?;
+        let env = self.child_env(&run);
+        let Ok(cwd) = CString::new(cwd.as_os_str().as_bytes()) else {
+            return Err(Refusal::Internal("cwd contains a NUL byte".into()));
+        };
+        let limits = &self.policy.limits;
+        // Requests may only tighten the policy's limits.
+        let output_chars = req
+            .output_chars
+            .map_or(limits.output_chars, |n| n.min(limits.output_chars));
+        let timeout_ms = req
+            .timeout_ms
+            .unwrap_or(limits.timeout_ms)
+            .min(limits.max_timeout_ms);
+        let sandbox = run.summary().into();
+        let spec = ExecSpec {
+            child: ChildSpec {
+                program,
+                argv,
+                env,
+                cwd,
+                stdin_pipe: req.stdin.is_some(),
+                sandbox: Some(Arc::new(run)),
+            },
+            stdin: req.stdin.as_ref().map(|s| s.as_bytes().to_vec()),
+            timeout: Duration::from_millis(timeout_ms),
+            kill_grace: Duration::from_millis(limits.kill_grace_ms),
+            drain: Duration::from_millis(limits.drain_ms),
+            output_chars,
+            hard_limit_bytes: limits.output_hard_limit_bytes,
+        };
+        Ok(Invocation {
+            spec,
+            timeout_ms,
+            env_scrubbed: self.base_env.scrubbed.clone(),
+            sandbox,
+        })
+    }
+
+    /// The child's whole environment: the policy's PATH, the base entries,
+    /// then the run's private HOME and TMPDIR and what the sandbox adds.
+    fn child_env(&self, run: &RunSandbox) -> Vec<CString> {
+        let mut env: Vec<CString> = Vec::with_capacity(self.base_env.entries.len() + 8);
+        let mut push = |k: &str, v: &str| {
+            if let Ok(c) = CString::new(format!("{k}={v}")) {
+                env.push(c);
+            }
+        };
+        push("PATH", &self.policy.env.path);
+        for (k, v) in &self.base_env.entries {
+            push(k, v);
+        }
+        let home = run.home().to_string_lossy().into_owned();
+        push("HOME", &home);
+        push("TMPDIR", &home);
+        for (k, v) in run.extra_env() {
+            push(&k, &v);
+        }
+        env
+    }
+
+    /// The program and argv to exec: the words themselves when the request
+    /// is one plain command, `bash -p -c STRING` otherwise (only after the
+    /// policy passed every part).
+    fn program_and_argv(
+        &self,
+        req: &RunRequest,
+        decision: &Decision,
+        cwd: &Path,
+    ) -> Result<(CString, Vec<CString>), Refusal> {
+        let words: Vec<String> = match (&req.command, decision.needs_shell) {
+            (CommandSpec::Shell(s), true) => return self.shell_argv(s),
+            // The words exactly as the policy saw them: the same lexer, so
+            // what runs is what was checked.
+            (CommandSpec::Shell(s), false) => match crate::lexer::lex(s) {
+                Ok(script) if script.commands.len() == 1 => script.commands[0]
+                    .words
+                    .iter()
+                    .map(|w| w.value.clone())
+                    .collect(),
+                Ok(_) => {
+                    return Err(Refusal::Internal(
+                        "the policy and the lexer disagree on this command's shape; nothing ran"
+                            .into(),
+                    ));
+                }
+                Err(e) => {
+                    return Err(Refusal::Parse {
+                        error: e.to_string(),
+                        at: None,
+                    });
+                }
+            },
+            (CommandSpec::Argv(v), _) => v.clone(),
+        };
+        let Some(first) = words.first() else {
+            return Err(Refusal::InvalidArguments("command: empty".into()));
+        };
+        let program: PathBuf = if first.contains('/') {
+            cwd.join(first)
+        } else {
+            crate::policy::resolve_program(first, &self.policy.env.path).ok_or_else(|| {
+                Refusal::ProgramNotFound {
+                    program: first.clone(),
+                    path: self.policy.env.path.clone(),
+                }
+            })?
+        };
+        let program = CString::new(program.as_os_str().as_bytes())
+            .map_err(|_| Refusal::InvalidArguments("command: NUL byte".into()))?;
+        let argv = words
+            .iter()
+            .map(|w| cstring(w))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((program, argv))
+    }
+
+    fn shell_argv(&self, script: &str) -> Result<(CString, Vec<CString>), Refusal> {
+        let Some(shell) = &self.shell else {
+            return Err(Refusal::NoShell);
+        };
+        // bash, because the lexer and the policy read the request with
+        // bash's grammar; `-p` keeps BASH_ENV, ENV and exported functions
+        // from running anything before the checked string.
+        Ok((
+            shell.clone(),
+            vec![
+                c"bash".to_owned(),
+                c"-p".to_owned(),
+                c"-c".to_owned(),
+                cstring(script)?,
+            ],
+        ))
+    }
+}
+
+/// The first bash of [`crate::policy::SHELL_PATHS`] the host has.
+pub(crate) fn find_shell() -> Option<CString> {
+    crate::policy::SHELL_PATHS
+        .iter()
+        .find(|p| Path::new(p).is_file())
+        .and_then(|p| CString::new(*p).ok())
+}
+
+fn cstring(s: &str) -> Result<CString, Refusal> {
+    CString::new(s).map_err(|_| Refusal::InvalidArguments("command: contains a NUL byte".into()))
+}
