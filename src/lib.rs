@@ -20,7 +20,9 @@
 
 pub use agent_exec_lexer as lexer;
 pub use agent_exec_policy as policy;
-pub use agent_exec_sandbox::{capture, exec, plan as sandbox, spawn};
+pub use agent_exec_sandbox as sandbox;
+// The old path of `CancelToken` and the exec types, kept while callers move.
+pub use agent_exec_sandbox as exec;
 
 pub mod eval;
 pub mod request;

@@ -11,6 +11,7 @@ use agent_exec::exec::CancelToken;
 use agent_exec::policy::Policy;
 use agent_exec::request::{CommandSpec, RunRequest};
 use agent_exec::result::{ErrorType, ToolResult};
+use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::service::{self, Approver, Replay, Service, ServiceConfig};
 use agent_exec::trace::{self, ReplayMode, Tracer};
 
@@ -185,7 +186,6 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
-    agent_exec::spawn::ensure_stdio_open();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -194,11 +194,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // The process-wide setup, before anything opens a file it keeps.
+    let supervisor = Supervisor::init(supervisor_options(&cli.command));
     let code = match cli.command {
-        None => run(cli.run),
+        None => run(cli.run, &supervisor),
         Some(Command::Check(t)) => check(t),
         Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
-        Some(Command::Serve(args)) => agent_exec::serve::main(args),
+        Some(Command::Serve(args)) => agent_exec::serve::main(args, supervisor),
         Some(Command::Audit {
             json,
             retry_threshold,
@@ -208,6 +210,24 @@ fn main() -> ExitCode {
         Some(Command::Eval(args)) => eval(args),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// What each command needs of the process-wide setup: a run all of it; the
+/// daemon keeps its main thread's bounding set (it execs the reaper) and
+/// empties its workers' instead; the reaper and the commands that run
+/// nothing only need stdio guarded.
+fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
+    match command {
+        None => SupervisorOptions::default(),
+        Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
+            drop_bounding_set: false,
+            ..SupervisorOptions::default()
+        },
+        Some(_) => SupervisorOptions {
+            stdio: true,
+            ..SupervisorOptions::none()
+        },
+    }
 }
 
 /// Prints a result the way the user asked and returns the exit status.
@@ -274,7 +294,7 @@ fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
         return Err("no policy given: pass --policy FILE (no policy, no run)".into());
     };
     // A one-shot run pays the example check once per policy and binary.
-    let memo = agent_exec::sandbox::rundir::private_dir("verified-policies");
+    let memo = agent_exec::sandbox::private_dir("verified-policies");
     Policy::load_remembering(path, memo.as_deref()).map_err(|e| e.to_string())
 }
 
@@ -291,7 +311,7 @@ fn root_of(t: &Target) -> PathBuf {
     t.root.clone().unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn run(a: RunArgs) -> i32 {
+fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
     let format = a.format;
     let command = match command_of(&a.target) {
         Ok(c) => c,
@@ -349,7 +369,7 @@ fn run(a: RunArgs) -> i32 {
             }
         }
     }
-    let service = match Service::new(cfg) {
+    let service = match Service::new(cfg, supervisor) {
         Ok(s) => s,
         Err(service::ServiceError::Sandbox(e)) => {
             return fail(
@@ -360,9 +380,6 @@ fn run(a: RunArgs) -> i32 {
         }
         Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), format),
     };
-    // This thread execs nothing but sandboxed children, which must not
-    // keep a bounding set: emptied here once, they need not drop it.
-    agent_exec::spawn::drop_thread_bounding_set();
     let mut req = RunRequest::new(command);
     req.cwd = a.target.cwd.clone();
     req.timeout_ms = a.timeout_ms;

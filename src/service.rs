@@ -17,8 +17,7 @@ use crate::exec::{self, CancelToken, ExecOutcome, ExecSpec, Termination};
 use crate::policy::{Context, Decision, Policy, Verdict};
 use crate::request::{CommandSpec, RunRequest};
 use crate::result::{ErrorType, ToolResult};
-use crate::sandbox::{self, Sandbox};
-use crate::spawn::ChildSpec;
+use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{Begin, Store};
 use crate::trace::{self, ReplayAnswer, Replayer, Tracer};
 
@@ -147,7 +146,7 @@ pub fn trace_header(policy: &Policy) -> trace::TraceHeader {
         policy_name: policy.name.clone(),
         policy_sha256: policy.sha256.clone(),
         tool_schema_sha256: tool_schema_sha256(),
-        landlock_abi: sandbox::landlock::probe_abi(),
+        landlock_abi: sandbox::landlock_abi(),
     }
 }
 
@@ -200,7 +199,7 @@ pub fn sandbox_config(p: &crate::policy::SandboxPolicy) -> agent_exec_sandbox::S
 }
 
 impl Service {
-    pub fn new(cfg: ServiceConfig) -> Result<Service, ServiceError> {
+    pub fn new(cfg: ServiceConfig, supervisor: &Supervisor) -> Result<Service, ServiceError> {
         let root = std::fs::canonicalize(&cfg.root).map_err(|source| ServiceError::Root {
             path: cfg.root.clone(),
             source,
@@ -208,7 +207,7 @@ impl Service {
         if !root.is_dir() {
             return Err(ServiceError::RootNotDir(root));
         }
-        let sandbox = Sandbox::prepare(&sandbox_config(&cfg.policy.sandbox), &root)?;
+        let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&cfg.policy.sandbox), &root)?;
         let store = match &cfg.state_dir {
             Some(dir) => Some(Store::open(dir)?),
             None => None,
@@ -612,14 +611,11 @@ impl Service {
             .unwrap_or(limits.timeout_ms)
             .min(limits.max_timeout_ms);
         let spec = ExecSpec {
-            child: ChildSpec {
-                program,
-                argv,
-                env,
-                cwd: cwd_c,
-                stdin_pipe: req.stdin.is_some(),
-                sandbox: Some(run.clone()),
-            },
+            program,
+            argv,
+            env,
+            cwd: cwd_c,
+            sandbox: run.clone(),
             stdin: req.stdin.as_ref().map(|s| s.as_bytes().to_vec()),
             timeout: Duration::from_millis(timeout_ms),
             kill_grace: Duration::from_millis(limits.kill_grace_ms),
@@ -632,21 +628,21 @@ impl Service {
         result.sandbox = Some(run.summary().into());
         match exec::run(spec, cancel) {
             Ok(outcome) => self.fill_outcome(&mut result, outcome, timeout_ms, decision),
-            Err(exec::ExecError::Spawn(crate::spawn::SpawnError::NotFound(p))) => {
+            Err(exec::ExecError::Spawn(sandbox::SpawnError::NotFound(p))) => {
                 result.set_error(
                     ErrorType::CommandNotFound,
                     format!("program not found: {p}"),
                 );
                 result.exit_code = Some(127);
             }
-            Err(exec::ExecError::Spawn(crate::spawn::SpawnError::NotExecutable(p))) => {
+            Err(exec::ExecError::Spawn(sandbox::SpawnError::NotExecutable(p))) => {
                 result.set_error(
                     ErrorType::SandboxViolation,
                     format!("{p} cannot be executed: it is not executable or lies outside the sandbox's executable paths"),
                 );
                 result.exit_code = Some(126);
             }
-            Err(exec::ExecError::Spawn(e @ crate::spawn::SpawnError::Setup { .. })) => {
+            Err(exec::ExecError::Spawn(e @ sandbox::SpawnError::Setup { .. })) => {
                 result.set_error(
                     ErrorType::SandboxUnavailable,
                     format!("the sandbox could not be applied, so nothing ran: {e}"),

@@ -21,6 +21,7 @@ pub use socket::{SocketGuard, allowed_uids, bind};
 use crate::exec::CancelToken;
 use crate::request::{RequestLimits, RunRequest};
 use crate::result::ToolResult;
+use crate::sandbox::Supervisor;
 
 /// What the daemon asks of the layer below it. `crate::service::Service`
 /// is the real one; tests may put a stand-in behind the same transport.
@@ -116,12 +117,12 @@ impl ServeError {
 
 /// Entry point for `main`: runs the daemon and returns the process exit
 /// status (0 after a clean shutdown, 125 when it could not start).
-pub fn main(opts: ServeOptions) -> i32 {
+pub fn main(opts: ServeOptions, supervisor: Supervisor) -> i32 {
     init_logging();
     if let Some(pid) = opts.reap_for {
         return reaper::run(pid);
     }
-    match run_serve(opts) {
+    match run_serve(opts, &supervisor) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!("{e}");
@@ -145,7 +146,7 @@ pub fn init_logging() {
 
 /// Loads and checks everything, binds the socket, and serves until SIGTERM
 /// or SIGINT; then drains and removes the socket.
-pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
+pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), ServeError> {
     let max_concurrent = match opts.max_concurrent {
         Some(0) => return Err(ServeError::NoSlots),
         Some(n) => n,
@@ -176,9 +177,10 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
 
     // The service opens the state store: an unusable state directory stops
     // the start here, before the socket exists.
-    let service = Arc::new(crate::service::Service::new(service_config(
-        policy, root, state_dir, &opts,
-    )?)?);
+    let service = Arc::new(crate::service::Service::new(
+        service_config(policy, root, state_dir, &opts)?,
+        supervisor,
+    )?);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -186,7 +188,7 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
         // Children are spawned from the runtime's threads, which exec
         // nothing themselves; the main thread keeps its bounding set for
         // the reaper it execs.
-        .on_thread_start(crate::spawn::drop_thread_bounding_set)
+        .on_thread_start(supervisor.thread_start_hook())
         // Calls beyond the running slots wait in the queue, not on threads.
         .max_blocking_threads(max_concurrent + 4)
         .build()
