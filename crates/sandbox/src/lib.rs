@@ -37,6 +37,12 @@ mod summary;
 mod supervisor;
 mod violation;
 
+/// The integration tests' helper for tests that need a kernel feature,
+/// shared so both kinds of test follow the same rule.
+#[cfg(test)]
+#[path = "../tests/common/kernel.rs"]
+mod test_kernel;
+
 pub use capture::Captured;
 pub use config::{Enforcement, SandboxConfig};
 pub use error::SandboxError;

@@ -9,17 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_exec_sandbox::{CancelToken, ExecSpec, RunSandbox, Sandbox, Termination, run};
-use common::{MARK_ENV, marker, procs_with};
+use common::{MARK_ENV, marker, procs_with, require_kernel_feature};
 
-/// One run of `sb` with its cgroup, or `None` (with a note) on a host that
-/// gives runs no cgroup.
+/// One run of `sb` with its cgroup, or `None` (through
+/// `require_kernel_feature`) on a host that gives runs no cgroup.
 fn run_with_cgroup(sb: &Sandbox) -> Option<Arc<RunSandbox>> {
     let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
-        return None;
-    }
-    Some(rs)
+    require_kernel_feature("a run cgroup", rs.is_empty().is_some()).then_some(rs)
 }
 
 /// A fresh root, its sandbox and one run of it with a cgroup, or `None`

@@ -169,8 +169,7 @@ fn tcp_is_off_unix_sockets_in_the_root_work() {
 #[test]
 fn an_allowed_port_connects_others_do_not() {
     require_root();
-    if landlock_abi() < 4 {
-        eprintln!("skipped: Landlock ABI < 4 has no port rules");
+    if !require_kernel_feature("Landlock ABI 4 (TCP port rules)", landlock_abi() >= 4) {
         return;
     }
     let r = root();
@@ -375,8 +374,7 @@ fn a_fork_bomb_is_contained_and_nothing_survives() {
     let r = root();
     let sb = sandbox(&r.path);
     let run_sb = Arc::new(sb.for_run().unwrap());
-    if run_sb.is_empty().is_none() {
-        eprintln!("skipped: no cgroup on this host");
+    if !require_kernel_feature("a run cgroup", run_sb.is_empty().is_some()) {
         return;
     }
     let mut bomb = spec(
@@ -573,8 +571,7 @@ fn summary_reports_what_was_applied() {
 #[test]
 fn abstract_unix_sockets_outside_the_sandbox_are_unreachable() {
     require_root();
-    if landlock_abi() < 6 {
-        eprintln!("skipped: Landlock ABI < 6 has no scopes");
+    if !require_kernel_feature("Landlock ABI 6 (scopes)", landlock_abi() >= 6) {
         return;
     }
     use std::os::linux::net::SocketAddrExt;

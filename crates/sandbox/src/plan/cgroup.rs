@@ -485,18 +485,17 @@ impl Drop for RunCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_kernel::require_kernel_feature;
 
     /// The v1 path (freeze, kill each member, thaw) used when no v2
     /// hierarchy gives `cgroup.kill`.
     #[test]
     fn v1_freeze_and_kill_empties_the_cgroup() {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("skipped: needs root");
+        if !require_kernel_feature("root", nix::unistd::Uid::effective().is_root()) {
             return;
         }
         let full = detect();
-        if full.v1_freezer.is_none() {
-            eprintln!("skipped: no v1 freezer hierarchy");
+        if !require_kernel_feature("a cgroup v1 freezer hierarchy", full.v1_freezer.is_some()) {
             return;
         }
         let layout = Layout {

@@ -4,6 +4,8 @@
 //! `run`, and process-table checks through /proc.
 #![allow(dead_code)]
 
+mod kernel;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,10 @@ use agent_exec_sandbox::{
     CancelToken, ExecError, ExecOutcome, ExecSpec, RunSandbox, Sandbox, SandboxConfig, SpawnError,
     Supervisor, SupervisorOptions, Termination,
 };
+
+// Not every test binary has a test that needs a kernel feature.
+#[allow(unused_imports)]
+pub use kernel::require_kernel_feature;
 
 pub const PYTHON: &str = "/usr/bin/python3";
 pub const NOBODY: u32 = 65534;
