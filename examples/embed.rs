@@ -16,7 +16,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_exec::{Approval, ApprovalRequest, Approver, CancelToken, Policy, RunRequest, Service};
+use agent_exec::{
+    Approval, ApprovalRequest, Approver, CancelToken, Policy, RunRequest, Service, Supervisor,
+    SupervisorOptions,
+};
 
 /// uid and gid of `nobody`.
 const NOBODY: u32 = 65_534;
@@ -104,7 +107,7 @@ fn run() -> Result<i32, Box<dyn std::error::Error>> {
         .approver(AlwaysAllowApprover {
             always: args.always,
         })
-        .build()?;
+        .build(&Supervisor::init(SupervisorOptions::default()))?;
     let result = service.call(RunRequest::shell(args.shell), &CancelToken::new());
     println!("{}", serde_json::to_string(&result)?);
     Ok(result.cli_exit_code())

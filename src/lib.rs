@@ -21,7 +21,9 @@
 //! idempotency keys and budgets live).
 //!
 //! ```
-//! use agent_exec::{CancelToken, CommandSpec, ErrorType, Policy, RunRequest, Service};
+//! use agent_exec::{
+//!     CancelToken, ErrorType, Policy, RunRequest, Service, Supervisor, SupervisorOptions,
+//! };
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml");
@@ -31,7 +33,9 @@
 //! # // it a root it may enter.
 //! # use std::os::unix::fs::PermissionsExt;
 //! # std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))?;
-//! let service = Service::builder(policy, root.path()).build()?;
+//! // Once per process: the setup running sandboxed children needs.
+//! let supervisor = Supervisor::init(SupervisorOptions::default());
+//! let service = Service::builder(policy, root.path()).build(&supervisor)?;
 //!
 //! let hello = service.call(RunRequest::shell("echo hello"), &CancelToken::new());
 //! assert!(hello.ok, "{}", hello.message);
@@ -48,9 +52,11 @@
 
 #![deny(unsafe_code)]
 
+// The member crates, for embedders who need more than the service: the
+// lexer and the policy alone decide a command without running anything.
 pub use agent_exec_lexer as lexer;
 pub use agent_exec_policy as policy;
-pub use agent_exec_sandbox::{capture, exec, plan as sandbox, spawn};
+pub use agent_exec_sandbox as sandbox;
 
 pub mod eval;
 pub mod request;
@@ -60,10 +66,10 @@ pub mod service;
 mod store;
 pub mod trace;
 
-pub use exec::CancelToken;
 pub use policy::{Decision, Policy, PolicyError, RiskLevel, Verdict};
 pub use request::{CommandSpec, RunRequest};
 pub use result::{ErrorType, SCHEMA_VERSION, SandboxSummary, ToolResult};
+pub use sandbox::{CancelToken, Supervisor, SupervisorOptions};
 pub use service::{
     Approval, ApprovalRequest, Approver, Checker, NeverApprover, Service, ServiceBuilder,
     ServiceError, TtyApprover,

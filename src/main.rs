@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::trace::{self, ReplayMode};
 use agent_exec::{
     CancelToken, CommandSpec, ErrorType, Policy, RunRequest, Service, ServiceBuilder, ServiceError,
@@ -183,7 +184,6 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
-    agent_exec::spawn::ensure_stdio_open();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -192,11 +192,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // The process-wide setup, before anything opens a file it keeps.
+    let supervisor = Supervisor::init(supervisor_options(&cli.command));
     let code = match cli.command {
-        None => run(cli.run),
+        None => run(cli.run, &supervisor),
         Some(Command::Check(t)) => check(t),
         Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
-        Some(Command::Serve(args)) => agent_exec::serve::main(args),
+        Some(Command::Serve(args)) => agent_exec::serve::main(args, supervisor),
         Some(Command::Audit {
             json,
             retry_threshold,
@@ -206,6 +208,24 @@ fn main() -> ExitCode {
         Some(Command::Eval(args)) => eval(args),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// What each command needs of the process-wide setup: a run all of it; the
+/// daemon keeps its main thread's bounding set (it execs the reaper) and
+/// empties its workers' instead; the reaper and the commands that run
+/// nothing only need stdio guarded.
+fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
+    match command {
+        None => SupervisorOptions::default(),
+        Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
+            drop_bounding_set: false,
+            ..SupervisorOptions::default()
+        },
+        Some(_) => SupervisorOptions {
+            stdio: true,
+            ..SupervisorOptions::none()
+        },
+    }
 }
 
 /// Prints a result the way the user asked and returns the exit status.
@@ -272,7 +292,7 @@ fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
         return Err("no policy given: pass --policy FILE (no policy, no run)".into());
     };
     // A one-shot run pays the example check once per policy and binary.
-    let memo = agent_exec::sandbox::rundir::private_dir("verified-policies");
+    let memo = agent_exec::sandbox::private_dir("verified-policies");
     Policy::load_remembering(path, memo.as_deref()).map_err(|e| e.to_string())
 }
 
@@ -289,7 +309,7 @@ fn root_of(t: &Target) -> PathBuf {
     t.root.clone().unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn run(a: RunArgs) -> i32 {
+fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
     let format = a.format;
     let command = match command_of(&a.target) {
         Ok(c) => c,
@@ -299,13 +319,10 @@ fn run(a: RunArgs) -> i32 {
         Ok(p) => p,
         Err(m) => return fail(ErrorType::PolicyError, m, format),
     };
-    let service = match builder(policy, &a).build() {
+    let service = match builder(policy, &a).build(supervisor) {
         Ok(s) => s,
         Err(e) => return build_failure(e, format),
     };
-    // This thread execs nothing but sandboxed children, which must not
-    // keep a bounding set: emptied here once, they need not drop it.
-    agent_exec::spawn::drop_thread_bounding_set();
     let mut req = RunRequest::new(command);
     req.cwd = a.target.cwd.clone();
     req.timeout_ms = a.timeout_ms;

@@ -2,7 +2,9 @@
 //! module tree. The compiler enforces it through `#![deny(unsafe_code)]` in
 //! every crate's `lib.rs` and a single `#[allow(unsafe_code)]` on `spawn`;
 //! this test guards those attributes, so the rule cannot be lifted
-//! elsewhere without failing CI.
+//! elsewhere without failing CI. It also keeps that module private and
+//! every `unsafe fn` out of any public API: nothing outside the sandbox
+//! crate can reach the code that runs between clone and exec.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -53,7 +55,7 @@ fn unsafe_code_is_denied_outside_spawn() {
                 continue;
             }
             let next = lines.get(i + 1).map_or("", |n| n.trim());
-            let on_spawn = *file == spawn_lib && next == "pub mod spawn;";
+            let on_spawn = *file == spawn_lib && next == "mod spawn;";
             if !on_spawn {
                 lifted.push(format!("{}:{}: {l}", file.display(), i + 1));
             }
@@ -62,5 +64,26 @@ fn unsafe_code_is_denied_outside_spawn() {
     assert!(
         lifted.is_empty(),
         "unsafe_code may only be allowed on `spawn`: {lifted:?}"
+    );
+
+    let lib = fs::read_to_string(&spawn_lib).unwrap();
+    assert!(
+        lib.lines().any(|l| l.trim() == "mod spawn;"),
+        "the sandbox crate's `spawn` module must be declared, and private"
+    );
+    let public_unsafe: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = fs::read_to_string(file).unwrap();
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| l.trim_start().starts_with("pub unsafe fn"))
+                .map(|(i, l)| format!("{}:{}: {}", file.display(), i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        public_unsafe.is_empty(),
+        "no `unsafe fn` may be public: {public_unsafe:?}"
     );
 }

@@ -18,9 +18,10 @@ use std::time::Duration;
 use server::{ServerConfig, serve};
 use socket::{allowed_uids, bind};
 
-use crate::exec::CancelToken;
 use crate::request::{RequestLimits, RunRequest};
 use crate::result::ToolResult;
+use crate::sandbox::CancelToken;
+use crate::sandbox::Supervisor;
 
 /// What the daemon asks of the layer below it. `crate::service::Service`
 /// is the real one; tests may put a stand-in behind the same transport.
@@ -145,12 +146,12 @@ impl ServeError {
 
 /// Entry point for `main`: runs the daemon and returns the process exit
 /// status (0 after a clean shutdown, 125 when it could not start).
-pub fn main(opts: ServeOptions) -> i32 {
+pub fn main(opts: ServeOptions, supervisor: Supervisor) -> i32 {
     init_logging();
     if let Some(pid) = opts.reap_for {
         return reaper::run(pid);
     }
-    match run_serve(opts) {
+    match run_serve(opts, &supervisor) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!("{e}");
@@ -174,7 +175,7 @@ pub fn init_logging() {
 
 /// Loads and checks everything, binds the socket, and serves until SIGTERM
 /// or SIGINT; then drains and removes the socket.
-pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
+pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), ServeError> {
     let max_concurrent = match opts.max_concurrent {
         Some(0) => return Err(ServeError::NoSlots),
         Some(n) => n,
@@ -196,7 +197,7 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
     // The service opens the state store: an unusable state directory stops
     // the start here, before the socket exists.
     let service = Arc::new(
-        build_service(policy, state_dir, &opts)
+        build_service(policy, state_dir, &opts, supervisor)
             .map_err(|e| ServeError::from_service(e, &opts.root))?,
     );
 
@@ -206,7 +207,7 @@ pub fn run_serve(opts: ServeOptions) -> Result<(), ServeError> {
         // Children are spawned from the runtime's threads, which exec
         // nothing themselves; the main thread keeps its bounding set for
         // the reaper it execs.
-        .on_thread_start(crate::spawn::drop_thread_bounding_set)
+        .on_thread_start(supervisor.thread_start_hook())
         // Calls beyond the running slots wait in the queue, not on threads.
         .max_blocking_threads(max_concurrent + 4)
         .build()
@@ -278,6 +279,7 @@ fn build_service(
     policy: crate::policy::Policy,
     state_dir: PathBuf,
     opts: &ServeOptions,
+    supervisor: &Supervisor,
 ) -> Result<crate::service::Service, crate::service::ServiceError> {
     // One trace per session, rotated by size, next to the durable state.
     // Evidence is part of the contract: no traces, no daemon.
@@ -297,7 +299,7 @@ fn build_service(
         };
         builder = builder.replay(path, mode, opts.allow_live_writes);
     }
-    builder.build()
+    builder.build(supervisor)
 }
 
 /// Size at which a session's trace starts a new file.

@@ -5,7 +5,7 @@
 //! dies with it even on `kill -9`. Its own children do not: the death signal
 //! is not inherited, and they are re-parented to init. They are, however,
 //! inside the run's cgroup (`run-<daemon pid>-<n>`, see
-//! `crate::sandbox::cgroup`). The reaper is started by the daemon with a pipe
+//! `crate::sandbox::kill_runs_of`). The reaper is started by the daemon with a pipe
 //! on its stdin that only the daemon holds; when the daemon dies, however it
 //! dies, the pipe reads end-of-file and the reaper kills every process in
 //! the daemon's run cgroups, removes them, and exits.
@@ -90,5 +90,5 @@ pub fn run(daemon_pid: u32) -> i32 {
 /// Kills and removes every run cgroup of `daemon_pid`; returns how many
 /// cgroups still had processes.
 fn sweep(daemon_pid: u32) -> usize {
-    crate::sandbox::cgroup::sweep_owned_by(&crate::sandbox::cgroup::detect(), daemon_pid)
+    crate::sandbox::kill_runs_of(daemon_pid)
 }

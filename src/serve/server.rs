@@ -19,9 +19,9 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
 use super::Handler;
-use crate::exec::CancelToken;
 use crate::request::{Envelope, RequestLimits, RunRequest, ToolCall, parse_request_line};
 use crate::result::{ErrorType, ToolResult};
+use crate::sandbox::CancelToken;
 
 /// How the server behaves, independent of where requests go.
 #[derive(Debug, Clone)]

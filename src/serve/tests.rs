@@ -12,9 +12,9 @@ use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 
 use super::{Handler, ServerConfig, serve};
-use crate::exec::CancelToken;
 use crate::request::{CommandSpec, RequestLimits, RunRequest};
 use crate::result::{ErrorType, ToolResult};
+use crate::sandbox::CancelToken;
 
 /// `echo X` answers X; `block` waits until cancelled (counting starts and
 /// cancellations).

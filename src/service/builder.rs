@@ -11,7 +11,7 @@ use super::invocation::{BaseEnv, find_shell};
 use super::schema::tool_schema_sha256;
 use super::{Replay, Service};
 use crate::policy::{Enforcement, Policy, SandboxPolicy};
-use crate::sandbox::{self, Sandbox};
+use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{SqliteStore, StateStore, StoreError};
 use crate::trace::{
     self, ReplayMode, Replayer, TraceDir, TraceError, TraceHeader, TraceOptions, TraceSink, Tracer,
@@ -172,8 +172,10 @@ impl ServiceBuilder {
         self
     }
 
-    /// Opens and prepares everything; the service is ready for calls.
-    pub fn build(self) -> Result<Service, ServiceError> {
+    /// Opens and prepares everything; the service is ready for calls. The
+    /// supervisor is the proof that the process was set up for running
+    /// sandboxed children (see `Supervisor::init`).
+    pub fn build(self, supervisor: &Supervisor) -> Result<Service, ServiceError> {
         let root = canonical_root(&self.root)?;
         let trace = match self.trace {
             Some(target) => Some(open_trace(target, &self.policy)?),
@@ -184,7 +186,7 @@ impl ServiceBuilder {
             None => None,
         };
         // The one place a service's sandbox is prepared.
-        let sandbox = Sandbox::prepare(&sandbox_config(&self.policy.sandbox), &root)?;
+        let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&self.policy.sandbox), &root)?;
         let store: Option<Arc<dyn StateStore>> = match self.state {
             Some(StoreTarget::Dir(dir)) => Some(Arc::new(SqliteStore::open(&dir)?)),
             Some(StoreTarget::Store(s)) => Some(s),
@@ -279,7 +281,7 @@ pub fn trace_header(policy: &Policy) -> TraceHeader {
         policy_name: policy.name.clone(),
         policy_sha256: policy.sha256.clone(),
         tool_schema_sha256: tool_schema_sha256(),
-        landlock_abi: sandbox::landlock::probe_abi(),
+        landlock_abi: sandbox::landlock_abi(),
     }
 }
 

@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use super::Service;
 use super::refusal::Refusal;
-use crate::exec::ExecSpec;
 use crate::policy::{Decision, Policy};
 use crate::request::{CommandSpec, RunRequest};
 use crate::result::SandboxSummary;
+use crate::sandbox::ExecSpec;
 use crate::sandbox::RunSandbox;
-use crate::spawn::ChildSpec;
 
 /// The environment every child starts from, computed once: the
 /// supervisor's environment does not change while it runs.
@@ -102,14 +101,11 @@ impl Service {
             .min(limits.max_timeout_ms);
         let sandbox = run.summary().into();
         let spec = ExecSpec {
-            child: ChildSpec {
-                program,
-                argv,
-                env,
-                cwd,
-                stdin_pipe: req.stdin.is_some(),
-                sandbox: Some(Arc::new(run)),
-            },
+            program,
+            argv,
+            env,
+            cwd,
+            sandbox: Arc::new(run),
             stdin: req.stdin.as_ref().map(|s| s.as_bytes().to_vec()),
             timeout: Duration::from_millis(timeout_ms),
             kill_grace: Duration::from_millis(limits.kill_grace_ms),

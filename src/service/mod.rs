@@ -41,10 +41,10 @@ pub use check::Checker;
 pub use ids::next_call_id;
 pub use schema::{args_json, tool_schema, tool_schema_sha256};
 
-use crate::exec::CancelToken;
 use crate::policy::Policy;
 use crate::request::RunRequest;
 use crate::result::ToolResult;
+use crate::sandbox::CancelToken;
 use crate::sandbox::Sandbox;
 use crate::store::StateStore;
 use crate::trace::{self, Replayer, TraceSink};

@@ -5,10 +5,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::invocation::Invocation;
-use crate::exec::{self, CancelToken, ExecError, ExecOutcome, Termination};
 use crate::result::{ErrorType, ToolResult};
-use crate::sandbox;
-use crate::spawn::SpawnError;
+use crate::sandbox::SpawnError;
+use crate::sandbox::{self, CancelToken, ExecError, ExecOutcome, Termination};
 
 /// What the classifier needs to know besides the outcome itself.
 pub(crate) struct RunContext<'a> {
@@ -31,7 +30,7 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
         env_scrubbed,
         sandbox,
     } = inv;
-    let mut result = match exec::run(spec, cancel) {
+    let mut result = match sandbox::run(spec, cancel) {
         Ok(outcome) => classify(outcome, timeout_ms, ctx),
         Err(e) => spawn_failure(e, ctx.call_id),
     };

@@ -12,6 +12,14 @@ use crate::policy::{BudgetPolicy, Decision, Verdict};
 use crate::result::ErrorType;
 use crate::store::{Begin, StoreError};
 
+/// One supervisor for the test binary, as a real process has.
+fn supervisor() -> &'static crate::sandbox::Supervisor {
+    static SUPERVISOR: std::sync::OnceLock<crate::sandbox::Supervisor> = std::sync::OnceLock::new();
+    SUPERVISOR.get_or_init(|| {
+        crate::sandbox::Supervisor::init(crate::sandbox::SupervisorOptions::default())
+    })
+}
+
 const POLICY: &str = r#"
 name = "seams"
 default = "deny"
@@ -83,7 +91,7 @@ fn an_approver_is_asked_only_for_require_approval_and_its_answer_decides() {
             answer: Approval::Approved,
             asked: asked.clone(),
         })
-        .build()
+        .build(supervisor())
         .unwrap();
     assert!(call(&yes, RunRequest::shell("echo hi")).ok);
     assert!(
@@ -104,7 +112,7 @@ fn an_approver_is_asked_only_for_require_approval_and_its_answer_decides() {
             answer: Approval::Denied,
             asked: asked.clone(),
         })
-        .build()
+        .build(supervisor())
         .unwrap();
     let r = call(&no, RunRequest::shell("uname -s"));
     assert_eq!(r.error_type, Some(ErrorType::ApprovalRequired));
@@ -112,7 +120,7 @@ fn an_approver_is_asked_only_for_require_approval_and_its_answer_decides() {
     assert_eq!((r.approved, r.exit_code), (Some(false), None));
 
     // The default approver asks nobody and says so.
-    let never = builder(&root).build().unwrap();
+    let never = builder(&root).build(supervisor()).unwrap();
     let r = call(&never, RunRequest::shell("uname -s"));
     assert!(r.message.contains("non-interactive"), "{}", r.message);
     assert_eq!(r.approved, None);
@@ -178,7 +186,7 @@ fn a_state_store_keeps_keys_and_budgets_for_mutating_calls_only() {
     let s = builder(&root)
         .store(store.clone())
         .require_idempotency(true)
-        .build()
+        .build(supervisor())
         .unwrap();
 
     // Reading needs no key and spends nothing.
@@ -248,7 +256,10 @@ impl TraceSink for Events {
 fn a_trace_sink_sees_each_call_and_decision_in_order() {
     let root = project();
     let events = Arc::new(Events::default());
-    let s = builder(&root).tracer(events.clone()).build().unwrap();
+    let s = builder(&root)
+        .tracer(events.clone())
+        .build(supervisor())
+        .unwrap();
     let mut req = RunRequest::shell("echo hi");
     req.session = Some("s9".into());
     let ok = call(&s, req);
@@ -271,7 +282,7 @@ fn a_trace_sink_sees_each_call_and_decision_in_order() {
 #[test]
 fn check_decides_like_a_run_and_runs_nothing() {
     let root = project();
-    let s = builder(&root).build().unwrap();
+    let s = builder(&root).build(supervisor()).unwrap();
     let d = s.check(&RunRequest::shell("touch made")).unwrap();
     assert_eq!((d.verdict, d.rule.as_str()), (Verdict::Allow, "touch"));
     assert!(!root.path().join("made").exists());
@@ -292,7 +303,10 @@ fn a_root_that_is_not_a_directory_is_refused_at_build() {
     let file = root.path().join("f");
     std::fs::write(&file, "x").unwrap();
     let policy = Policy::parse(POLICY, "seams.toml").unwrap();
-    let err = Service::builder(policy, &file).build().err().unwrap();
+    let err = Service::builder(policy, &file)
+        .build(supervisor())
+        .err()
+        .unwrap();
     assert!(matches!(err, ServiceError::RootNotDir { .. }), "{err}");
     let policy = Policy::parse(POLICY, "seams.toml").unwrap();
     let err = Service::builder(policy, root.path().join("none"))

@@ -11,7 +11,15 @@
 //! `String::from_utf8_lossy` does) while the omitted-bytes count refers to
 //! the raw bytes, so `head + omitted + tail == bytes` always holds.
 
-use crate::exec::Captured;
+/// One stream as the model will see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// Head and tail joined by a marker when truncated; valid UTF-8.
+    pub text: String,
+    /// Every byte the child wrote, kept or not.
+    pub bytes: u64,
+    pub truncated: bool,
+}
 
 /// The worst-case UTF-8 length of one character, and of one replacement:
 /// an invalid sequence as `utf8_chunks` reports it is at most 3 bytes.
@@ -83,7 +91,7 @@ impl Ring {
 
 /// Head and tail of one stream within a fixed character budget.
 #[derive(Debug)]
-pub struct Capture {
+pub(crate) struct Capture {
     head_chars: usize,
     tail_chars: usize,
     head: Vec<u8>,
@@ -95,7 +103,7 @@ pub struct Capture {
 impl Capture {
     /// Keeps up to `max_chars` characters: the first half (rounded up) from
     /// the start of the stream, the rest from its end.
-    pub fn new(max_chars: usize) -> Self {
+    pub(crate) fn new(max_chars: usize) -> Self {
         let head_chars = max_chars.div_ceil(2);
         let tail_chars = max_chars - head_chars;
         let head_cap = head_chars.saturating_mul(MAX_CHAR_BYTES);
@@ -109,12 +117,7 @@ impl Capture {
         }
     }
 
-    /// Every byte pushed so far.
-    pub fn bytes(&self) -> u64 {
-        self.total
-    }
-
-    pub fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         self.total += data.len() as u64;
         let room = self.head_cap - self.head.len();
         let (to_head, rest) = data.split_at(room.min(data.len()));
@@ -132,7 +135,7 @@ impl Capture {
     }
 
     /// The stream as the model sees it.
-    pub fn finish(self) -> Captured {
+    pub(crate) fn finish(self) -> Captured {
         let max_chars = self.head_chars + self.tail_chars;
         if self.tail.dropped == 0 {
             // Everything is still here: decide on the exact character count.

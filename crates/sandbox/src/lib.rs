@@ -1,29 +1,62 @@
 //! The kernel sandbox of agent-exec.
 //!
-//! [`Sandbox::prepare`] probes the kernel once and prepares every layer
-//! from a [`SandboxConfig`] (Landlock rules, the seccomp program, the user
-//! to run as, rlimits, the cgroup layout); [`Sandbox::for_run`] adds what is
-//! private to one run; [`exec::run`] starts the program in it, captures
-//! bounded output, enforces the timeout and kills every descendant.
+//! A supervisor sets its process up once with [`Supervisor::init`] (every
+//! process-wide side effect of the crate is there, documented, and
+//! optional). [`Sandbox::prepare`] then probes the kernel and prepares every
+//! layer from a [`SandboxConfig`] (Landlock rules, the seccomp program, the
+//! user to run as, rlimits, the cgroup layout); [`Sandbox::for_run`] adds
+//! what is private to one run; [`run`] starts the program in it, captures
+//! bounded output, enforces the timeout and kills every descendant. There
+//! is no way to start a process but [`run`] with a [`RunSandbox`], and no
+//! way to get one without a [`Supervisor`].
 //!
 //! This crate knows nothing of policies or tool results: it applies the
 //! configuration it is given and reports what the kernel applied in a
 //! [`Summary`].
 //!
-//! All `unsafe` code and all code that runs between clone and exec live in
-//! the `spawn` module. The compiler enforces it: `unsafe_code` is denied
-//! for the whole crate and allowed on that module alone.
+//! Inside, the modules are layered, each using only those below it:
+//! `spawn` (clone to exec, all the `unsafe` code, plain data in) < `plan`
+//! (the building blocks: Landlock, seccomp, privileges, cgroup, run
+//! directory) < `supervisor` < `sandbox` (`Sandbox`, `RunSandbox`) <
+//! `exec` (running, capturing, killing); `capture`, `config`, `error`,
+//! `summary` and `violation` stand alone. The compiler enforces the
+//! `unsafe` rule: `unsafe_code` is denied for the whole crate and allowed
+//! on `spawn` alone.
 
 #![deny(unsafe_code)]
 
-pub mod capture;
+mod capture;
 mod config;
-pub mod exec;
-pub mod plan;
+mod error;
+mod exec;
+mod plan;
+mod sandbox;
 #[allow(unsafe_code)]
-pub mod spawn;
+mod spawn;
 mod summary;
+mod supervisor;
+mod violation;
 
+/// The integration tests' helper for tests that need a kernel feature,
+/// shared so both kinds of test follow the same rule.
+#[cfg(test)]
+#[path = "../tests/common/kernel.rs"]
+mod test_kernel;
+
+pub use capture::Captured;
 pub use config::{Enforcement, SandboxConfig};
-pub use plan::{RunSandbox, Sandbox, SandboxError};
+pub use error::SandboxError;
+pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, Termination, run};
+pub use plan::landlock::abi as landlock_abi;
+pub use plan::rundir::private_dir;
+pub use sandbox::{RunSandbox, Sandbox};
+pub use spawn::SpawnError;
 pub use summary::Summary;
+pub use supervisor::{Supervisor, SupervisorOptions, kill_runs_of};
+pub use violation::attribute_violation;
+
+/// Debug builds only: set in the environment, [`Sandbox::prepare`] acts as
+/// on a kernel without Landlock (tests of the fail-closed path).
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub use sandbox::TEST_NO_LANDLOCK_ENV;

@@ -20,7 +20,7 @@ use nix::unistd::Pid;
 
 /// What this host offers, found once in `Sandbox::prepare`.
 #[derive(Debug, Clone, Default)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// v2 base dir for our runs (`cgroup.kill`, maybe controllers).
     pub v2_base: Option<PathBuf>,
     pub v2_pids: bool,
@@ -32,7 +32,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.v2_base.is_some()
             || self.v1_pids.is_some()
             || self.v1_memory.is_some()
@@ -43,7 +43,7 @@ impl Layout {
 /// Reads `/proc/self/mountinfo` and `/proc/self/cgroup` and creates (or
 /// reuses) the `agent-exec` base directories. Any failure only removes
 /// that hierarchy from the layout: cgroups are a best-effort layer.
-pub fn detect() -> Layout {
+pub(crate) fn detect() -> Layout {
     let mut layout = Layout::default();
     let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
         return layout;
@@ -172,7 +172,7 @@ fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
 
 /// One run's cgroups (one per hierarchy used).
 #[derive(Debug)]
-pub struct RunCgroup {
+pub(crate) struct RunCgroup {
     /// Every directory created, for removal.
     dirs: Vec<PathBuf>,
     /// `cgroup.procs` of each v1 hierarchy, opened for the child to join.
@@ -200,7 +200,7 @@ static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
 impl RunCgroup {
     /// Creates the run's cgroups and writes the limits. `None` when no
     /// hierarchy accepted a new cgroup.
-    pub fn create(layout: &Layout, pids_max: u64, memory_max: u64) -> Option<RunCgroup> {
+    pub(crate) fn create(layout: &Layout, pids_max: u64, memory_max: u64) -> Option<RunCgroup> {
         let name = format!(
             "run-{}-{}",
             std::process::id(),
@@ -290,7 +290,7 @@ impl RunCgroup {
     /// Kills every process of the run: `cgroup.kill` on v2, else freeze,
     /// SIGKILL each member and thaw (so none can fork in between), else a
     /// bounded SIGKILL sweep.
-    pub fn kill_all(&self) -> std::io::Result<()> {
+    pub(crate) fn kill_all(&self) -> std::io::Result<()> {
         self.killed.store(true, Ordering::Relaxed);
         if let Some(v2) = &self.v2
             && write_file(&v2.join("cgroup.kill"), "1").is_ok()
@@ -342,7 +342,7 @@ impl RunCgroup {
     /// list: a process forked meanwhile is left to the SIGKILL that
     /// follows). Used for the polite SIGTERM at a deadline, which must
     /// reach processes that left the main child's session too.
-    pub fn signal_all(&self, sig: Signal) {
+    pub(crate) fn signal_all(&self, sig: Signal) {
         let Some(dir) = self.v2.as_ref().or(self.dirs.first()) else {
             return;
         };
@@ -353,11 +353,11 @@ impl RunCgroup {
 
     /// Whether `cgroup.kill` was ever written: such a cgroup may not serve
     /// another run (see `killed`).
-    pub fn was_killed(&self) -> bool {
+    pub(crate) fn was_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         if let Some(v2) = &self.v2
             && let Ok(events) = fs::read_to_string(v2.join("cgroup.events"))
         {
@@ -371,7 +371,7 @@ impl RunCgroup {
 
 /// Whether an entry named `run-<pid>-...` belongs to a supervisor that is
 /// gone (killed, or exited without running destructors).
-pub fn is_stale(name: &str) -> bool {
+pub(crate) fn is_stale(name: &str) -> bool {
     let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) else {
         return false;
     };
@@ -382,7 +382,7 @@ pub fn is_stale(name: &str) -> bool {
 }
 
 /// Kills what is left in, and removes, the run cgroups of dead supervisors.
-pub fn sweep_stale(layout: &Layout) {
+pub(crate) fn sweep_stale(layout: &Layout) {
     // Still busy while the killed processes exit: a later sweep gets it.
     sweep_where(layout, is_stale, false);
 }
@@ -390,7 +390,7 @@ pub fn sweep_stale(layout: &Layout) {
 /// Kills what is left in, and removes, every run cgroup of supervisor
 /// `pid` (the daemon's reaper, after the daemon died). Waits for each to
 /// empty so it can be removed. Returns how many still had processes.
-pub fn sweep_owned_by(layout: &Layout, pid: u32) -> usize {
+pub(crate) fn sweep_owned_by(layout: &Layout, pid: u32) -> usize {
     let prefix = format!("run-{pid}-");
     sweep_where(layout, |name| name.starts_with(&prefix), true)
 }
@@ -485,18 +485,17 @@ impl Drop for RunCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_kernel::require_kernel_feature;
 
     /// The v1 path (freeze, kill each member, thaw) used when no v2
     /// hierarchy gives `cgroup.kill`.
     #[test]
     fn v1_freeze_and_kill_empties_the_cgroup() {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("skipped: needs root");
+        if !require_kernel_feature("root", nix::unistd::Uid::effective().is_root()) {
             return;
         }
         let full = detect();
-        if full.v1_freezer.is_none() {
-            eprintln!("skipped: no v1 freezer hierarchy");
+        if !require_kernel_feature("a cgroup v1 freezer hierarchy", full.v1_freezer.is_some()) {
             return;
         }
         let layout = Layout {

@@ -1,11 +1,11 @@
-//! Landlock, at the level of the kernel's structures: the child applies the
-//! ruleset between fork and exec, where it may not allocate, so the
-//! `landlock` crate's builder (which allocates and returns rich errors) is
-//! not usable there. The parent does the costly part once, here: probing
-//! the ABI, choosing the rights and opening every allowed path
-//! `O_PATH|O_CLOEXEC`. The raw syscalls themselves (the probe and the
-//! child's `apply_in_child`) live in `crate::spawn::landlock_sys`, with the
-//! rest of the crate's `unsafe` code.
+//! Landlock, decided in the parent: the child applies the ruleset between
+//! clone and exec, where it may not allocate, so the `landlock` crate's
+//! builder (which allocates and returns rich errors) is not usable there.
+//! The parent does the costly part once, here: probing the ABI, choosing
+//! the rights and opening every allowed path `O_PATH|O_CLOEXEC`. The kernel
+//! structures and the raw syscalls (the probe and the child's steps) live
+//! in `crate::spawn::landlock_sys`, with the rest of the crate's `unsafe`
+//! code; [`Plan::rules`] hands them this plan.
 //!
 //! Why the ruleset is created in the child and not once in the parent: the
 //! child must add a rule for its *own* `/proc/<pid>`, which only exists
@@ -15,69 +15,44 @@
 //! one `landlock_add_rule` per pre-opened fd (about 20), all on data
 //! prepared in the parent.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use nix::fcntl::{OFlag, open};
 use nix::sys::stat::{Mode, SFlag, fstat};
 
-pub const ACCESS_FS_EXECUTE: u64 = 1 << 0;
-pub const ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
-pub const ACCESS_FS_READ_FILE: u64 = 1 << 2;
-pub const ACCESS_FS_READ_DIR: u64 = 1 << 3;
-pub const ACCESS_FS_REFER: u64 = 1 << 13;
-pub const ACCESS_FS_TRUNCATE: u64 = 1 << 14;
-pub const ACCESS_FS_IOCTL_DEV: u64 = 1 << 15;
+use crate::spawn::landlock_sys::{LandlockRules, NetPortAttr, PathBeneathAttr, RulesetAttr};
 
-pub const ACCESS_NET_BIND_TCP: u64 = 1 << 0;
-pub const ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
+pub(crate) const ACCESS_FS_EXECUTE: u64 = 1 << 0;
+pub(crate) const ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
+pub(crate) const ACCESS_FS_READ_FILE: u64 = 1 << 2;
+pub(crate) const ACCESS_FS_READ_DIR: u64 = 1 << 3;
+pub(crate) const ACCESS_FS_REFER: u64 = 1 << 13;
+pub(crate) const ACCESS_FS_TRUNCATE: u64 = 1 << 14;
+pub(crate) const ACCESS_FS_IOCTL_DEV: u64 = 1 << 15;
 
-pub const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
-pub const SCOPE_SIGNAL: u64 = 1 << 1;
+pub(crate) const ACCESS_NET_BIND_TCP: u64 = 1 << 0;
+pub(crate) const ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
 
-pub const RULE_PATH_BENEATH: libc::c_int = 1;
-pub const RULE_NET_PORT: libc::c_int = 2;
+pub(crate) const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+pub(crate) const SCOPE_SIGNAL: u64 = 1 << 1;
 
 /// Rights that apply to a non-directory; adding any other right to a rule
 /// on a file is EINVAL.
-pub const FILE_RIGHTS: u64 = ACCESS_FS_EXECUTE
+pub(crate) const FILE_RIGHTS: u64 = ACCESS_FS_EXECUTE
     | ACCESS_FS_WRITE_FILE
     | ACCESS_FS_READ_FILE
     | ACCESS_FS_TRUNCATE
     | ACCESS_FS_IOCTL_DEV;
-pub const READ_EXEC: u64 = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR;
-
-/// `struct landlock_ruleset_attr`; the size passed to the kernel selects
-/// how many fields it reads (8: ABI 1-3, 16: ABI 4-5, 24: ABI 6+).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RulesetAttr {
-    pub handled_access_fs: u64,
-    pub handled_access_net: u64,
-    pub scoped: u64,
-}
-
-#[repr(C, packed)]
-#[derive(Debug, Clone, Copy)]
-pub struct PathBeneathAttr {
-    pub allowed_access: u64,
-    pub parent_fd: i32,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct NetPortAttr {
-    pub allowed_access: u64,
-    pub port: u64,
-}
+pub(crate) const READ_EXEC: u64 = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR;
 
 /// The kernel's Landlock ABI version, 0 when unavailable.
-pub fn probe_abi() -> u32 {
+pub fn abi() -> u32 {
     crate::spawn::landlock_sys::abi_version()
 }
 
 /// Every filesystem right the ABI knows.
-pub fn fs_rights(abi: u32) -> u64 {
+pub(crate) fn fs_rights(abi: u32) -> u64 {
     let mut r = (1u64 << 13) - 1;
     if abi >= 2 {
         r |= ACCESS_FS_REFER;
@@ -93,7 +68,7 @@ pub fn fs_rights(abi: u32) -> u64 {
 
 /// A pre-opened path and what the child may do beneath it.
 #[derive(Debug)]
-pub struct PathRule {
+pub(crate) struct PathRule {
     pub fd: OwnedFd,
     pub access: u64,
     /// For summaries and errors only.
@@ -120,20 +95,23 @@ impl PathRule {
 
 /// What the child needs to build its ruleset.
 #[derive(Debug)]
-pub struct Plan {
-    pub abi: u32,
-    pub attr: RulesetAttr,
-    pub attr_size: usize,
-    pub paths: Vec<PathRule>,
-    pub ports: Vec<NetPortAttr>,
+pub(crate) struct Plan {
+    attr: RulesetAttr,
+    attr_size: usize,
+    /// The rules, holding the pre-opened fds.
+    paths: Vec<PathRule>,
+    /// The same rules as the kernel reads them, kept in step with `paths`
+    /// so a spawn borrows them as they are.
+    kernel: Vec<PathBeneathAttr>,
+    ports: Vec<NetPortAttr>,
     /// Rights on the child's own `/proc/<pid>`.
-    pub proc_self_access: u64,
+    proc_self_access: u64,
     /// Rights on read-write directories (root, per-run home).
     pub rw_access: u64,
 }
 
 impl Plan {
-    pub fn new(abi: u32, net_ports: &[(u16, u64)]) -> Plan {
+    pub(crate) fn new(abi: u32, net_ports: &[(u16, u64)]) -> Plan {
         let handled_fs = fs_rights(abi);
         let mut attr = RulesetAttr {
             handled_access_fs: handled_fs,
@@ -156,10 +134,10 @@ impl Plan {
             attr_size = 24;
         }
         Plan {
-            abi,
             attr,
             attr_size,
             paths: Vec::new(),
+            kernel: Vec::new(),
             ports,
             proc_self_access: ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR,
             rw_access: handled_fs,
@@ -170,12 +148,20 @@ impl Plan {
     /// A rule that an existing one covers is dropped (on a merged-/usr
     /// system `/bin`, `/lib`, `/sbin` are `/usr`'s), and so are existing
     /// rules the new one covers: every rule is a syscall in each child.
-    pub fn add_path(&mut self, path: &Path, access: u64) -> std::io::Result<bool> {
+    pub(crate) fn add_path(&mut self, path: &Path, access: u64) -> std::io::Result<bool> {
         match open_rule(path, access & self.attr.handled_access_fs) {
             Ok(rule) => {
                 if !self.paths.iter().any(|r| r.covers(&rule)) {
                     self.paths.retain(|r| !rule.covers(r));
                     self.paths.push(rule);
+                    self.kernel = self
+                        .paths
+                        .iter()
+                        .map(|r| PathBeneathAttr {
+                            allowed_access: r.access,
+                            parent_fd: r.fd.as_raw_fd(),
+                        })
+                        .collect();
                 }
                 Ok(true)
             }
@@ -183,12 +169,33 @@ impl Plan {
             Err(e) => Err(e),
         }
     }
+
+    /// The paths of the rules every child adds, for diagnostics.
+    pub(crate) fn rule_paths(&self) -> impl Iterator<Item = &str> {
+        self.paths.iter().map(|r| r.path.as_str())
+    }
+
+    /// The ruleset for one child, with `run_dir` (its HOME/TMPDIR) as a
+    /// read-write rule of its own. The fds stay open as long as `self`.
+    pub(crate) fn rules(&self, run_dir: RawFd) -> LandlockRules<'_> {
+        LandlockRules {
+            attr: self.attr,
+            attr_size: self.attr_size,
+            paths: &self.kernel,
+            run_paths: [PathBeneathAttr {
+                allowed_access: self.rw_access,
+                parent_fd: run_dir,
+            }],
+            ports: &self.ports,
+            proc_self_access: self.proc_self_access,
+        }
+    }
 }
 
 /// Opens `path` `O_PATH|O_CLOEXEC` (following symlinks, so `/bin` on a
 /// merged-/usr system names `/usr/bin`) and trims the rights to those valid
 /// for its file type.
-pub fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
+fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
     let fd = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
     let st = fstat(&fd)?;
     let is_dir = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
@@ -202,97 +209,12 @@ pub fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
     })
 }
 
-/// Steps of the child's setup, reported through the error pipe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Step {
-    Signals = 1,
-    Setsid,
-    ParentDeath,
-    Stdio,
-    CloseFds,
-    CgroupJoin,
-    Rlimit,
-    CapAmbient,
-    CapBounding,
-    Securebits,
-    Setgroups,
-    Setgid,
-    Setuid,
-    Capset,
-    NoNewPrivs,
-    Chdir,
-    LandlockCreate,
-    LandlockAddRule,
-    ProcSelf,
-    LandlockRestrict,
-    Seccomp,
-    Exec,
-}
-
-impl Step {
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::Signals => "signals",
-            Step::Setsid => "setsid",
-            Step::ParentDeath => "parent_death_signal",
-            Step::Stdio => "stdio",
-            Step::CloseFds => "close_fds",
-            Step::CgroupJoin => "cgroup_join",
-            Step::Rlimit => "rlimit",
-            Step::CapAmbient => "capabilities_ambient",
-            Step::CapBounding => "capabilities_bounding",
-            Step::Securebits => "securebits",
-            Step::Setgroups => "setgroups",
-            Step::Setgid => "setgid",
-            Step::Setuid => "setuid",
-            Step::Capset => "capset",
-            Step::NoNewPrivs => "no_new_privs",
-            Step::Chdir => "chdir",
-            Step::LandlockCreate => "landlock_create_ruleset",
-            Step::LandlockAddRule => "landlock_add_rule",
-            Step::ProcSelf => "landlock_proc_self",
-            Step::LandlockRestrict => "landlock_restrict_self",
-            Step::Seccomp => "seccomp",
-            Step::Exec => "execve",
-        }
-    }
-
-    pub fn from_u32(v: u32) -> Option<Step> {
-        const ALL: [Step; 22] = [
-            Step::Signals,
-            Step::Setsid,
-            Step::ParentDeath,
-            Step::Stdio,
-            Step::CloseFds,
-            Step::CgroupJoin,
-            Step::Rlimit,
-            Step::CapAmbient,
-            Step::CapBounding,
-            Step::Securebits,
-            Step::Setgroups,
-            Step::Setgid,
-            Step::Setuid,
-            Step::Capset,
-            Step::NoNewPrivs,
-            Step::Chdir,
-            Step::LandlockCreate,
-            Step::LandlockAddRule,
-            Step::ProcSelf,
-            Step::LandlockRestrict,
-            Step::Seccomp,
-            Step::Exec,
-        ];
-        ALL.into_iter().find(|s| *s as u32 == v)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn paths(plan: &Plan) -> Vec<String> {
-        plan.paths.iter().map(|r| r.path.clone()).collect()
+        plan.rule_paths().map(str::to_string).collect()
     }
 
     #[test]
@@ -333,5 +255,15 @@ mod tests {
                 .add_path(&dir.path().join("missing"), READ_EXEC)
                 .unwrap()
         );
+        // What a child is handed is exactly the rules kept, plus its own
+        // run directory with the read-write rights.
+        let rules = plan.rules(42);
+        assert_eq!(rules.paths.len(), plan.paths.len());
+        for (k, r) in rules.paths.iter().zip(&plan.paths) {
+            assert_eq!({ k.parent_fd }, r.fd.as_raw_fd());
+            assert_eq!({ k.allowed_access }, r.access);
+        }
+        assert_eq!({ rules.run_paths[0].parent_fd }, 42);
+        assert_eq!({ rules.run_paths[0].allowed_access }, plan.rw_access);
     }
 }

@@ -5,22 +5,11 @@ use std::path::Path;
 
 use nix::unistd::{Uid, User};
 
-use super::SandboxError;
-
-/// The credentials the child takes, and whether the supervisor can change
-/// them (only root can).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Creds {
-    pub uid: u32,
-    pub gid: u32,
-    /// The supervisor is root: drop the bounding set, lock securebits and
-    /// switch ids. A non-root supervisor has nothing to drop (no_new_privs
-    /// keeps file capabilities and setuid bits inert).
-    pub privileged: bool,
-}
+use crate::error::SandboxError;
+use crate::spawn::Creds;
 
 /// Resolves `run_as` (a name or a numeric uid) per the policy's rules.
-pub fn resolve(
+pub(crate) fn resolve(
     run_as: Option<&str>,
     allow_root_child: bool,
     root: &Path,
@@ -33,13 +22,15 @@ pub fn resolve(
             privileged: false,
         });
     }
-    let lookup_err = |who: &str, e: String| SandboxError::User(format!("run_as {who:?}: {e}"));
+    let lookup_err = |who: &str, source| SandboxError::UserLookup {
+        who: who.to_string(),
+        source,
+    };
+    let no_user = |who: &str, why: &str| SandboxError::User(format!("run_as {who:?}: {why}"));
     let user = match run_as {
         Some(spec) => {
             if let Ok(n) = spec.parse::<u32>() {
-                match User::from_uid(Uid::from_raw(n))
-                    .map_err(|e| lookup_err(spec, e.to_string()))?
-                {
+                match User::from_uid(Uid::from_raw(n)).map_err(|e| lookup_err(spec, e))? {
                     Some(u) => (u.uid.as_raw(), u.gid.as_raw()),
                     // A uid without a passwd entry is legitimate in
                     // containers; give it the same-numbered group.
@@ -47,23 +38,23 @@ pub fn resolve(
                 }
             } else {
                 let u = User::from_name(spec)
-                    .map_err(|e| lookup_err(spec, e.to_string()))?
-                    .ok_or_else(|| lookup_err(spec, "no such user".into()))?;
+                    .map_err(|e| lookup_err(spec, e))?
+                    .ok_or_else(|| no_user(spec, "no such user"))?;
                 (u.uid.as_raw(), u.gid.as_raw())
             }
         }
         None if allow_root_child => (0, 0),
         None => {
-            let md = std::fs::metadata(root)
-                .map_err(|e| SandboxError::Io(format!("{}: {e}", root.display())))?;
+            let md = std::fs::metadata(root).map_err(|source| SandboxError::Metadata {
+                path: root.to_path_buf(),
+                source,
+            })?;
             if md.uid() != 0 {
                 (md.uid(), md.gid())
             } else {
                 let u = User::from_name("nobody")
-                    .map_err(|e| lookup_err("nobody", e.to_string()))?
-                    .ok_or_else(|| {
-                        lookup_err("nobody", "no such user; set sandbox.run_as".into())
-                    })?;
+                    .map_err(|e| lookup_err("nobody", e))?
+                    .ok_or_else(|| no_user("nobody", "no such user; set sandbox.run_as"))?;
                 (u.uid.as_raw(), u.gid.as_raw())
             }
         }
@@ -83,7 +74,7 @@ pub fn resolve(
 /// Whether `uid`/`gid` can create files in `dir` by its mode bits (root
 /// always can). Supplementary groups are cleared in the child, so only the
 /// primary group counts.
-pub fn can_write(dir: &Path, uid: u32, gid: u32) -> bool {
+pub(crate) fn can_write(dir: &Path, uid: u32, gid: u32) -> bool {
     if uid == 0 {
         return true;
     }
@@ -101,7 +92,7 @@ pub fn can_write(dir: &Path, uid: u32, gid: u32) -> bool {
 }
 
 /// Highest capability number the kernel knows.
-pub fn cap_last_cap() -> u32 {
+pub(crate) fn cap_last_cap() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())

@@ -5,7 +5,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::SandboxError;
+use crate::error::SandboxError;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -13,32 +13,35 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 /// it to reach their own run dir but not list it. A pre-existing base that
 /// is a symlink or owned by someone else is refused, since whoever owns it
 /// could swap run dirs under us.
-pub fn ensure_base() -> Result<PathBuf, SandboxError> {
+pub(crate) fn ensure_base() -> Result<PathBuf, SandboxError> {
     let euid = nix::unistd::Uid::effective().as_raw();
     let base = std::env::temp_dir().join(format!("agent-exec-{euid}"));
+    let err = |source| SandboxError::RunDir {
+        path: base.clone(),
+        source,
+    };
     match fs::DirBuilder::new().mode(0o711).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(SandboxError::RunDir(format!("{}: {e}", base.display()))),
+        Err(e) => return Err(err(e)),
     }
-    let md = fs::symlink_metadata(&base)
-        .map_err(|e| SandboxError::RunDir(format!("{}: {e}", base.display())))?;
+    let md = fs::symlink_metadata(&base).map_err(err)?;
     if !md.is_dir() || md.uid() != euid {
-        return Err(SandboxError::RunDir(format!(
-            "{} is not a directory owned by uid {euid}; remove it",
-            base.display()
-        )));
+        return Err(SandboxError::RunDirBase {
+            path: base,
+            uid: euid,
+        });
     }
     if md.mode() & 0o7777 != 0o711 {
-        fs::set_permissions(&base, fs::Permissions::from_mode(0o711))
-            .map_err(|e| SandboxError::RunDir(format!("{}: {e}", base.display())))?;
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o711)).map_err(err)?;
     }
     Ok(base)
 }
 
-/// A directory under the base that only the supervisor's user can enter
-/// (children cannot write the base, so cannot plant one), for state worth
-/// keeping between runs of the CLI. `None` when it cannot be made safe.
+/// A directory only the supervisor's user can enter, for state worth
+/// keeping between runs of a CLI (it lives under the base of the per-run
+/// directories, which children cannot write, so they cannot plant one).
+/// `None` when it cannot be made safe.
 pub fn private_dir(name: &str) -> Option<PathBuf> {
     let base = ensure_base().ok()?;
     let dir = base.join(name);
@@ -53,7 +56,7 @@ pub fn private_dir(name: &str) -> Option<PathBuf> {
 }
 
 /// Removes run dirs left by supervisors that died without cleaning up.
-pub fn sweep_stale(base: &Path) {
+pub(crate) fn sweep_stale(base: &Path) {
     let Ok(rd) = fs::read_dir(base) else { return };
     for e in rd.flatten() {
         if super::cgroup::is_stale(&e.file_name().to_string_lossy()) {
@@ -64,7 +67,7 @@ pub fn sweep_stale(base: &Path) {
 
 /// Whether a run dir is as `RunDir::create` made it: a real directory (not
 /// a symlink), owned by the child user, mode 0700, with no entry at all.
-pub fn is_pristine(path: &Path, uid: u32) -> bool {
+pub(crate) fn is_pristine(path: &Path, uid: u32) -> bool {
     let Ok(md) = fs::symlink_metadata(path) else {
         return false;
     };
@@ -77,12 +80,12 @@ pub fn is_pristine(path: &Path, uid: u32) -> bool {
 
 /// A run dir; removed on drop.
 #[derive(Debug)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     pub path: PathBuf,
 }
 
 impl RunDir {
-    pub fn create(base: &Path, uid: u32, gid: u32) -> Result<RunDir, SandboxError> {
+    pub(crate) fn create(base: &Path, uid: u32, gid: u32) -> Result<RunDir, SandboxError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -93,11 +96,13 @@ impl RunDir {
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
         let path = base.join(name);
-        let err = |e: std::io::Error| SandboxError::RunDir(format!("{}: {e}", path.display()));
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
-            .map_err(err)?;
+            .map_err(|source| SandboxError::RunDir {
+                path: path.clone(),
+                source,
+            })?;
         let dir = RunDir { path };
         if nix::unistd::Uid::effective().as_raw() != uid {
             nix::unistd::chown(
@@ -105,7 +110,10 @@ impl RunDir {
                 Some(nix::unistd::Uid::from_raw(uid)),
                 Some(nix::unistd::Gid::from_raw(gid)),
             )
-            .map_err(|e| SandboxError::RunDir(format!("{}: chown: {e}", dir.path.display())))?;
+            .map_err(|source| SandboxError::RunDirChown {
+                path: dir.path.clone(),
+                source,
+            })?;
         }
         Ok(dir)
     }

@@ -1,19 +1,64 @@
-//! Landlock's raw syscalls: the ABI probe the parent runs once, and the
-//! ruleset the child builds and enforces between fork and exec. Which
-//! paths, rights and ports go into the ruleset is decided in
-//! `crate::plan::landlock`; this file only hands that plan to the
+//! Landlock at the level of the kernel's structures: the ABI probe the
+//! parent runs once, and the ruleset the child builds and enforces between
+//! clone and exec. Which paths, rights and ports go into it is decided in
+//! `crate::plan::landlock`; this file only hands that decision to the
 //! kernel.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::RawFd;
 
-use crate::plan::landlock::{
-    NetPortAttr, PathBeneathAttr, Plan, RULE_NET_PORT, RULE_PATH_BENEATH, RulesetAttr, Step,
-};
+use super::steps::Step;
 
 const CREATE_RULESET_VERSION: libc::c_uint = 1;
+const RULE_PATH_BENEATH: libc::c_int = 1;
+const RULE_NET_PORT: libc::c_int = 2;
+
+/// `struct landlock_ruleset_attr`; the size passed to the kernel selects
+/// how many fields it reads (8: ABI 1-3, 16: ABI 4-5, 24: ABI 6+).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RulesetAttr {
+    pub handled_access_fs: u64,
+    pub handled_access_net: u64,
+    pub scoped: u64,
+}
+
+/// `struct landlock_path_beneath_attr`: a pre-opened directory or file and
+/// the rights granted beneath it.
+#[repr(C, packed)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathBeneathAttr {
+    pub allowed_access: u64,
+    pub parent_fd: RawFd,
+}
+
+/// `struct landlock_net_port_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NetPortAttr {
+    pub allowed_access: u64,
+    pub port: u64,
+}
+
+/// Everything the child needs to build its ruleset, prepared in the
+/// parent. The descriptors stay open for as long as the borrowed data
+/// lives (they belong to the prepared sandbox).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LandlockRules<'a> {
+    pub attr: RulesetAttr,
+    pub attr_size: usize,
+    /// Rules shared by every run of the sandbox.
+    pub paths: &'a [PathBeneathAttr],
+    /// Rules of this run alone (its HOME/TMPDIR). An access of 0 adds
+    /// nothing.
+    pub run_paths: [PathBeneathAttr; 1],
+    pub ports: &'a [NetPortAttr],
+    /// Rights on the child's own `/proc/<pid>`, which exists only after
+    /// clone, hence a rule the child adds itself.
+    pub proc_self_access: u64,
+}
 
 /// The kernel's Landlock ABI version, 0 when unavailable.
-pub fn abi_version() -> u32 {
+pub(crate) fn abi_version() -> u32 {
     // SAFETY: the version query takes no pointer.
     let r = unsafe {
         libc::syscall(
@@ -26,88 +71,130 @@ pub fn abi_version() -> u32 {
     if r < 0 { 0 } else { r as u32 }
 }
 
-/// Child side: create, fill and enforce the ruleset. Raw syscalls only.
-/// Returns the failing step and errno.
+// The functions below run in the child between clone and exec: raw
+// syscalls only (not libc's cancellable wrappers, see `crate::spawn`), no
+// allocation. Each leaves errno set by the failing call and returns the
+// step to report.
+
+/// Creates the ruleset; returns its fd.
 ///
 /// # Safety
-/// Called between fork and exec: must not allocate or lock. `extra` are
-/// additional (fd, access) directory rules such as the per-run home.
-pub unsafe fn apply_in_child(plan: &Plan, extra: &[(i32, u64)]) -> Result<(), (Step, i32)> {
-    let errno = || {
-        std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
-    // SAFETY: plain syscalls on memory owned by `plan`, valid for the call.
-    unsafe {
-        let rs = libc::syscall(
+/// Child side only (see above).
+pub(super) unsafe fn create(rules: &LandlockRules<'_>) -> Result<libc::c_int, Step> {
+    // SAFETY: reads `rules.attr`, which outlives the call.
+    let rs = unsafe {
+        libc::syscall(
             libc::SYS_landlock_create_ruleset,
-            &plan.attr as *const RulesetAttr,
-            plan.attr_size,
+            &rules.attr as *const RulesetAttr,
+            rules.attr_size,
             0u32,
-        );
-        if rs < 0 {
-            return Err((Step::LandlockCreate, errno()));
+        )
+    };
+    if rs < 0 {
+        Err(Step::LandlockCreate)
+    } else {
+        Ok(rs as libc::c_int)
+    }
+}
+
+/// Adds one path rule; an access of 0 adds nothing.
+///
+/// # Safety
+/// Child side only.
+unsafe fn add_path(ruleset: libc::c_int, rule: &PathBeneathAttr) -> Result<(), Step> {
+    if rule.allowed_access == 0 {
+        return Ok(());
+    }
+    // SAFETY: reads `rule`, which outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            RULE_PATH_BENEATH,
+            rule as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if r < 0 {
+        Err(Step::LandlockAddRule)
+    } else {
+        Ok(())
+    }
+}
+
+/// Adds every path and port rule prepared in the parent.
+///
+/// # Safety
+/// Child side only.
+pub(super) unsafe fn add_rules(
+    ruleset: libc::c_int,
+    rules: &LandlockRules<'_>,
+) -> Result<(), Step> {
+    // SAFETY: each call reads one rule of `rules`, alive for the call.
+    unsafe {
+        for rule in rules.paths.iter().chain(rules.run_paths.iter()) {
+            add_path(ruleset, rule)?;
         }
-        let rs = rs as libc::c_int;
-        let add = |fd: i32, access: u64| -> Result<(), (Step, i32)> {
-            if access == 0 {
-                return Ok(());
-            }
-            let attr = PathBeneathAttr {
-                allowed_access: access,
-                parent_fd: fd,
-            };
+        for port in rules.ports {
             let r = libc::syscall(
                 libc::SYS_landlock_add_rule,
-                rs,
-                RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0u32,
-            );
-            if r < 0 {
-                Err((Step::LandlockAddRule, errno()))
-            } else {
-                Ok(())
-            }
-        };
-        for rule in &plan.paths {
-            add(rule.fd.as_raw_fd(), rule.access)?;
-        }
-        for (fd, access) in extra {
-            add(*fd, *access)?;
-        }
-        // After fork, "/proc/self" resolves to this child's own pid dir,
-        // which stays the same process across exec.
-        // Raw syscalls, not libc's cancellable wrappers: the child shares
-        // the parent's memory (see `crate::spawn`).
-        let me = libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            c"/proc/self".as_ptr(),
-            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
-        ) as libc::c_int;
-        if me < 0 {
-            return Err((Step::ProcSelf, errno()));
-        }
-        add(me, plan.proc_self_access)?;
-        for port in &plan.ports {
-            let r = libc::syscall(
-                libc::SYS_landlock_add_rule,
-                rs,
+                ruleset,
                 RULE_NET_PORT,
                 port as *const NetPortAttr,
                 0u32,
             );
             if r < 0 {
-                return Err((Step::LandlockAddRule, errno()));
+                return Err(Step::LandlockAddRule);
             }
         }
-        if libc::syscall(libc::SYS_landlock_restrict_self, rs, 0u32) < 0 {
-            return Err((Step::LandlockRestrict, errno()));
+    }
+    Ok(())
+}
+
+/// Opens the child's own `/proc/self` (after clone it names this child,
+/// which stays the same process across exec) and adds its rule; returns
+/// the fd, closed after the ruleset is enforced.
+///
+/// # Safety
+/// Child side only.
+pub(super) unsafe fn add_proc_self(
+    ruleset: libc::c_int,
+    rules: &LandlockRules<'_>,
+) -> Result<libc::c_int, Step> {
+    // SAFETY: a static NUL-terminated path; raw openat.
+    let me = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self".as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
+        )
+    } as libc::c_int;
+    if me < 0 {
+        return Err(Step::ProcSelf);
+    }
+    let rule = PathBeneathAttr {
+        allowed_access: rules.proc_self_access,
+        parent_fd: me,
+    };
+    // SAFETY: `rule` lives on this stack for the call.
+    unsafe { add_path(ruleset, &rule)? };
+    Ok(me)
+}
+
+/// Enforces the ruleset on the child, then closes the two fds the setup
+/// opened.
+///
+/// # Safety
+/// Child side only.
+pub(super) unsafe fn restrict(ruleset: libc::c_int, proc_self: libc::c_int) -> Result<(), Step> {
+    // SAFETY: integer arguments only; both fds were opened by this child.
+    unsafe {
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) < 0 {
+            return Err(Step::LandlockRestrict);
         }
-        libc::syscall(libc::SYS_close, me);
-        libc::syscall(libc::SYS_close, rs);
+        libc::syscall(libc::SYS_close, proc_self);
+        libc::syscall(libc::SYS_close, ruleset);
     }
     Ok(())
 }

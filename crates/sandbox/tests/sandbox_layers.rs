@@ -2,16 +2,16 @@
 //! created, connections not accepted, processes not signalled. Run as root
 //! (as CI does): the child drops to `nobody`.
 
-mod sandbox_common;
+mod common;
 
 use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::Arc;
 use std::time::Duration;
 
-use agent_exec::policy::SandboxPolicy;
-use agent_exec::spawn::SpawnError;
-use sandbox_common::*;
+use agent_exec_sandbox::{SandboxConfig, SpawnError, Supervisor, SupervisorOptions, landlock_abi};
+use common::*;
 
 fn require_root() -> bool {
     if nix::unistd::Uid::effective().is_root() {
@@ -61,9 +61,9 @@ fn other_processes_proc_entries_are_unreadable() {
         .spawn()
         .unwrap();
     for allow_root_child in [false, true] {
-        let cfg = SandboxPolicy {
+        let cfg = SandboxConfig {
             allow_root_child,
-            ..Default::default()
+            ..config()
         };
         let sb = sandbox_with(&r.path, cfg);
         let o = run(
@@ -154,13 +154,13 @@ fn tcp_is_off_unix_sockets_in_the_root_work() {
         "the listener accepted a connection: {accepted:?}"
     );
 
-    // Unix sockets are a policy opt-in (`unix_sockets = true`); with it,
-    // sockets bound inside the root work.
+    // Unix sockets are an opt-in (`allow_unix_sockets`); with it, sockets
+    // bound inside the root work.
     let sb = sandbox_with(
         &r.path,
-        SandboxPolicy {
-            unix_sockets: true,
-            ..Default::default()
+        SandboxConfig {
+            allow_unix_sockets: true,
+            ..config()
         },
     );
     let o = py(
@@ -178,8 +178,7 @@ fn tcp_is_off_unix_sockets_in_the_root_work() {
 #[test]
 fn an_allowed_port_connects_others_do_not() {
     require_root();
-    if agent_exec::sandbox::landlock::probe_abi() < 4 {
-        eprintln!("skipped: Landlock ABI < 4 has no port rules");
+    if !require_kernel_feature("Landlock ABI 4 (TCP port rules)", landlock_abi() >= 4) {
         return;
     }
     let r = root();
@@ -190,9 +189,9 @@ fn an_allowed_port_connects_others_do_not() {
         allowed.local_addr().unwrap().port(),
         other.local_addr().unwrap().port(),
     );
-    let cfg = SandboxPolicy {
+    let cfg = SandboxConfig {
         connect_ports: vec![pa],
-        ..Default::default()
+        ..config()
     };
     let sb = sandbox_with(&r.path, cfg);
     let code = format!(
@@ -219,9 +218,9 @@ fn privileged_syscalls_fail() {
     std::fs::create_dir(r.path.join("mnt")).unwrap();
     std::os::unix::fs::chown(r.path.join("mnt"), Some(NOBODY), Some(NOBODY)).unwrap();
     for allow_root_child in [false, true] {
-        let cfg = SandboxPolicy {
+        let cfg = SandboxConfig {
             allow_root_child,
-            ..Default::default()
+            ..config()
         };
         let sb = sandbox_with(&r.path, cfg);
         let me = std::process::id();
@@ -298,7 +297,7 @@ fn privileged_syscalls_fail() {
                 victim.id()
             ),
         );
-        let landlock_scopes = agent_exec::sandbox::landlock::probe_abi() >= 6;
+        let landlock_scopes = landlock_abi() >= 6;
         if !allow_root_child || landlock_scopes {
             assert!(!o.stdout.contains("sent"), "{o:?}");
             std::thread::sleep(Duration::from_millis(50));
@@ -354,9 +353,9 @@ fn the_child_is_unprivileged() {
     );
 
     // allow_root_child keeps uid 0 with no capability at all.
-    let cfg = SandboxPolicy {
+    let cfg = SandboxConfig {
         allow_root_child: true,
-        ..Default::default()
+        ..config()
     };
     let sb = sandbox_with(&r.path, cfg);
     let o = run(&sb, &r.path, &["/bin/cat", "/proc/self/status"]);
@@ -383,26 +382,24 @@ fn a_fork_bomb_is_contained_and_nothing_survives() {
     require_root();
     let r = root();
     let sb = sandbox(&r.path);
-    let run_sb = std::sync::Arc::new(sb.for_run().unwrap());
-    if run_sb.is_empty().is_none() {
-        eprintln!("skipped: no cgroup on this host");
+    let run_sb = Arc::new(sb.for_run().unwrap());
+    if !require_kernel_feature("a run cgroup", run_sb.is_empty().is_some()) {
         return;
     }
-    let child = try_spawn(
+    let mut bomb = spec(
         &run_sb,
         &r.path,
         &["/bin/sh", "-c", "b(){ b | b & }; b; sleep 30"],
-    )
-    .unwrap();
+    );
+    // Stopped only after the check below, made while the bomb runs.
+    bomb.timeout = Duration::from_secs(3);
+    let running = std::thread::spawn(move || try_exec(bomb).unwrap());
     std::thread::sleep(Duration::from_millis(1500));
     // The supervisor's side can still fork while the bomb runs.
     let ok = std::process::Command::new("/bin/true").status().unwrap();
     assert!(ok.success());
-    let o = finish(
-        std::sync::Arc::clone(&run_sb),
-        child,
-        Duration::from_millis(0),
-    );
+    assert!(!running.is_finished(), "the bomb ended before its deadline");
+    let o = out(Arc::clone(&run_sb), running.join().unwrap());
     assert!(o.timed_out);
     let mut empty = false;
     for _ in 0..1000 {
@@ -421,7 +418,7 @@ fn child_failures_are_reported_precisely_and_nothing_runs() {
     require_root();
     let r = root();
     let sb = sandbox(&r.path);
-    let run_sb = std::sync::Arc::new(sb.for_run().unwrap());
+    let run_sb = Arc::new(sb.for_run().unwrap());
     let marker = r.path.join("ran");
     let mut spec = spec(
         &run_sb,
@@ -429,7 +426,7 @@ fn child_failures_are_reported_precisely_and_nothing_runs() {
         &["/bin/sh", "-c", &format!("touch {}", marker.display())],
     );
     spec.cwd = std::ffi::CString::new("/nonexistent-dir").unwrap();
-    match agent_exec::spawn::spawn(&spec) {
+    match try_exec(spec) {
         Err(SpawnError::Setup { step, source }) => {
             assert_eq!(step, "chdir");
             assert_eq!(source.raw_os_error(), Some(libc::ENOENT));
@@ -437,7 +434,7 @@ fn child_failures_are_reported_precisely_and_nothing_runs() {
         other => panic!("expected a chdir failure, got {other:?}"),
     }
     assert!(!marker.exists());
-    match try_spawn(&run_sb, &r.path, &["/nonexistent/prog"]) {
+    match try_exec(common::spec(&run_sb, &r.path, &["/nonexistent/prog"])) {
         Err(SpawnError::NotFound(p)) => assert_eq!(p, "/nonexistent/prog"),
         other => panic!("expected NotFound, got {other:?}"),
     }
@@ -448,7 +445,7 @@ fn child_failures_are_reported_precisely_and_nothing_runs() {
     writeln!(f, "#!/bin/sh\ntouch {}", marker.display()).unwrap();
     drop(f);
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-    match try_spawn(&run_sb, &r.path, &[prog.to_str().unwrap()]) {
+    match try_exec(common::spec(&run_sb, &r.path, &[prog.to_str().unwrap()])) {
         Err(SpawnError::NotExecutable(_)) => {}
         other => panic!("expected NotExecutable, got {other:?}"),
     }
@@ -467,18 +464,15 @@ fn per_run_home_is_private_and_removed() {
     assert_eq!(md.mode() & 0o777, 0o700);
     let base = std::fs::metadata(home.parent().unwrap()).unwrap();
     assert_eq!(base.mode() & 0o777, 0o711);
-    let run_sb = std::sync::Arc::new(run_sb);
-    let child = try_spawn(
-        &run_sb,
+    let o = run_in(
+        Arc::new(run_sb),
         &r.path,
         &[
             "/bin/sh",
             "-c",
             "echo x > \"$HOME/f\" && mkdir \"$TMPDIR/d\"",
         ],
-    )
-    .unwrap();
-    let o = finish(run_sb, child, Duration::from_secs(30));
+    );
     assert_eq!(o.code, Some(0), "{o:?}");
     assert!(home.join("f").exists());
     drop(o);
@@ -555,9 +549,11 @@ fn summary_reports_what_was_applied() {
     assert!(pids_applied != pids_missing, "{rs:?}");
     if pids_applied {
         // ...and the child really sits in a cgroup with that limit.
-        let run_sb = std::sync::Arc::new(run_sb);
-        let child = try_spawn(&run_sb, &r.path, &["/bin/cat", "/proc/self/cgroup"]).unwrap();
-        let o = finish(run_sb, child, Duration::from_secs(30));
+        let o = run_in(
+            Arc::new(run_sb),
+            &r.path,
+            &["/bin/cat", "/proc/self/cgroup"],
+        );
         let mut limits = Vec::new();
         for line in o.stdout.lines() {
             let mut parts = line.splitn(3, ':');
@@ -584,8 +580,7 @@ fn summary_reports_what_was_applied() {
 #[test]
 fn abstract_unix_sockets_outside_the_sandbox_are_unreachable() {
     require_root();
-    if agent_exec::sandbox::landlock::probe_abi() < 6 {
-        eprintln!("skipped: Landlock ABI < 6 has no scopes");
+    if !require_kernel_feature("Landlock ABI 6 (scopes)", landlock_abi() >= 6) {
         return;
     }
     use std::os::linux::net::SocketAddrExt;
@@ -626,7 +621,11 @@ fn leftovers_of_dead_supervisors_are_swept() {
     .map(|b| std::path::Path::new(b).join("run-99999999-0"))
     .filter(|p| std::fs::create_dir(p).is_ok())
     .collect();
-    let _again = sandbox(&r.path);
+    // A supervisor starting now finds them.
+    let _again = Supervisor::init(SupervisorOptions {
+        sweep_stale: true,
+        ..SupervisorOptions::none()
+    });
     assert!(!stale.exists());
     assert!(live.exists(), "a live supervisor's run dir was removed");
     std::fs::remove_dir(&live).unwrap();
@@ -652,10 +651,9 @@ fn only_an_untouched_run_dir_serves_the_next_run() {
         ("ln -s /etc \"$HOME/l\"", false),
     ];
     for (script, reusable) in cases {
-        let run = std::sync::Arc::new(sb.for_run().unwrap());
+        let run = Arc::new(sb.for_run().unwrap());
         let home = run.home().to_path_buf();
-        let child = try_spawn(&run, &r.path, &["/bin/sh", "-c", script]).unwrap();
-        let o = finish(run, child, Duration::from_secs(30));
+        let o = run_in(run, &r.path, &["/bin/sh", "-c", script]);
         assert_eq!(o.code, Some(0), "{script}: {o:?}");
         // `Out` holds the run: dropping it ends the run.
         drop(o);

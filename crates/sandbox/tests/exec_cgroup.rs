@@ -2,33 +2,27 @@
 //! escaped the session and dropped the run's environment marker (so the
 //! marker sweep cannot see it), and the supervisor reaps what it killed.
 
-mod exec_common;
-mod sandbox_common;
+mod common;
 
 use std::ffi::CString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_exec::exec::{CancelToken, ExecSpec, Termination, run};
-use agent_exec::sandbox::RunSandbox;
-use exec_common::{MARK_ENV, marker, procs_with};
+use agent_exec_sandbox::{CancelToken, ExecSpec, RunSandbox, Sandbox, Termination, run};
+use common::{MARK_ENV, marker, procs_with, require_kernel_feature};
 
-/// One run of `sb` with its cgroup, or `None` (with a note) on a host that
-/// gives runs no cgroup.
-fn run_with_cgroup(sb: &agent_exec::sandbox::Sandbox) -> Option<Arc<RunSandbox>> {
+/// One run of `sb` with its cgroup, or `None` (through
+/// `require_kernel_feature`) on a host that gives runs no cgroup.
+fn run_with_cgroup(sb: &Sandbox) -> Option<Arc<RunSandbox>> {
     let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
-        return None;
-    }
-    Some(rs)
+    require_kernel_feature("a run cgroup", rs.is_empty().is_some()).then_some(rs)
 }
 
 /// A fresh root, its sandbox and one run of it with a cgroup, or `None`
-/// (with a note) on a host that gives runs no cgroup.
-fn cgroup_run() -> Option<(sandbox_common::Root, Arc<RunSandbox>)> {
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
+/// on a host that gives runs no cgroup.
+fn cgroup_run() -> Option<(common::Root, Arc<RunSandbox>)> {
+    let root = common::root();
+    let sb = common::sandbox(&root.path);
     let rs = run_with_cgroup(&sb)?;
     Some((root, rs))
 }
@@ -43,21 +37,16 @@ fn sh_in(
     grace: Duration,
     drain: Duration,
 ) -> ExecSpec {
-    let mut child = sandbox_common::spec(rs, root, &["/bin/sh", "-c", script]);
+    let mut spec = common::spec(rs, root, &["/bin/sh", "-c", script]);
     if let Some(m) = mark {
-        child
-            .env
+        spec.env
             .push(CString::new(format!("{MARK_ENV}={m}")).unwrap());
     }
-    ExecSpec {
-        child,
-        stdin: None,
-        timeout: Duration::from_secs(60),
-        kill_grace: grace,
-        drain,
-        output_chars: 10_000,
-        hard_limit_bytes: 0,
-    }
+    spec.timeout = Duration::from_secs(60);
+    spec.kill_grace = grace;
+    spec.drain = drain;
+    spec.output_chars = 10_000;
+    spec
 }
 
 #[test]
@@ -187,8 +176,8 @@ fn a_deadline_tells_every_process_and_does_not_wait_out_the_grace() {
 fn a_run_after_a_killed_run_is_not_killed_at_birth() {
     // A cgroup that has seen `cgroup.kill` SIGKILLs children later cloned
     // into it on this kernel, so a killed run's cgroup must not be pooled.
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
+    let root = common::root();
+    let sb = common::sandbox(&root.path);
     let m = marker();
     for round in 0..3 {
         let Some(rs) = run_with_cgroup(&sb) else {

@@ -3,12 +3,13 @@
 //! `CLONE_INTO_CGROUP` for the whole process, which would hide the clone3
 //! path from the tests in `exec_cgroup.rs`.
 
-mod sandbox_common;
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_exec::exec::{CancelToken, ExecSpec, Termination, run};
+use agent_exec_sandbox::{CancelToken, Termination, run};
+use common::require_kernel_feature;
 
 #[test]
 fn a_child_killed_at_birth_by_the_kernel_is_started_again_the_other_way() {
@@ -17,25 +18,20 @@ fn a_child_killed_at_birth_by_the_kernel_is_started_again_the_other_way() {
     // before that child runs anything. The spawn notices (the child never
     // started), reaps it, and starts it with plain clone plus a write to
     // `cgroup.procs`; the command runs once.
-    let root = sandbox_common::root();
-    let sb = sandbox_common::sandbox(&root.path);
+    let root = common::root();
+    let sb = common::sandbox(&root.path);
     let rs = Arc::new(sb.for_run().unwrap());
-    if rs.is_empty().is_none() {
-        eprintln!("no run cgroup on this host: nothing to test here");
+    if !require_kernel_feature("a run cgroup", rs.is_empty().is_some()) {
         return;
     }
     assert!(rs.kill_all().unwrap());
     let count = root.path.join("count");
     let script = format!("echo x >> {}; echo ok", count.display());
-    let spec = ExecSpec {
-        child: sandbox_common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]),
-        stdin: None,
-        timeout: Duration::from_secs(60),
-        kill_grace: Duration::from_millis(500),
-        drain: Duration::from_millis(200),
-        output_chars: 1000,
-        hard_limit_bytes: 0,
-    };
+    let mut spec = common::spec(&rs, &root.path, &["/bin/sh", "-c", &script]);
+    spec.timeout = Duration::from_secs(60);
+    spec.kill_grace = Duration::from_millis(500);
+    spec.drain = Duration::from_millis(200);
+    spec.output_chars = 1000;
     let out = run(spec, &CancelToken::new()).unwrap();
     assert_eq!(out.termination, Termination::Exited(0), "{:?}", out.stderr);
     assert_eq!(out.stdout.text, "ok\n");

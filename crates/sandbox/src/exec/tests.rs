@@ -1,12 +1,196 @@
-//! `exec::run` end to end, without a sandbox: capture, stdin, limits,
-//! timeouts, cancellation, and that no descendant outlives the result.
+//! `run` end to end without a sandbox (the exec machinery alone, which
+//! only the crate itself can start): capture, stdin, limits, timeouts,
+//! cancellation, and that no descendant outlives the result. The runs
+//! inside a real sandbox are the crate's integration tests.
 
-mod exec_common;
+use std::ffi::CString;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use std::time::Duration;
+use nix::unistd::{getpgrp, getppid, getsid};
 
-use agent_exec::exec::{CancelToken, ExecError, Termination, run};
-use exec_common::{marker, procs_with, sh};
+use super::io::wait_readable;
+use super::kill::{Owner, owner, stat_fields};
+use super::*;
+use crate::supervisor::{Supervisor, SupervisorOptions};
+
+/// The exec machinery's tests need the process to be a subreaper (the
+/// orphan sweep), and nothing else of the supervisor's setup.
+fn supervisor() -> &'static Supervisor {
+    static SUPERVISOR: OnceLock<Supervisor> = OnceLock::new();
+    SUPERVISOR.get_or_init(|| {
+        Supervisor::init(SupervisorOptions {
+            subreaper: true,
+            ..SupervisorOptions::none()
+        })
+    })
+}
+
+/// `run_job` in a process set up as a supervisor.
+fn run(job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError> {
+    assert!(supervisor().is_subreaper());
+    run_job(job, cancel)
+}
+
+/// Runs the test `name` (its path in this crate) alone in a fresh process
+/// of this test binary, and fails if it fails there. Returns true in that
+/// fresh process, where the caller then runs the test's body, and false
+/// in the calling one.
+fn in_own_process(name: &str) -> bool {
+    const ENV: &str = "AGENT_EXEC_SANDBOX_TEST_ALONE";
+    if std::env::var(ENV).is_ok_and(|v| v == name) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ENV, name)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name}, alone in its own process: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
+
+/// Name of the variable every test child carries, so its processes (and
+/// their descendants, which inherit it) can be found in /proc.
+const MARK_ENV: &str = "EXEC_TEST_MARK";
+
+/// A marker unique to this test run and call.
+fn marker() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "agent-exec-test-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn c(s: &str) -> CString {
+    CString::new(s).unwrap()
+}
+
+/// `sh -c script` without a sandbox, with `mark` in the environment;
+/// generous limits.
+fn sh(script: &str, mark: &str) -> Job {
+    Job {
+        program: c("/bin/sh"),
+        argv: vec![c("sh"), c("-c"), c(script)],
+        env: vec![
+            c("PATH=/usr/local/bin:/usr/bin:/bin"),
+            c(&format!("{MARK_ENV}={mark}")),
+        ],
+        cwd: c("/"),
+        sandbox: None,
+        stdin: None,
+        timeout: Duration::from_secs(60),
+        kill_grace: Duration::from_millis(500),
+        drain: Duration::from_millis(500),
+        output_chars: 10_000,
+        hard_limit_bytes: 0,
+    }
+}
+
+/// Live processes whose command line or environment contains `mark`
+/// (zombies have neither, so they do not count here).
+fn procs_with(mark: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        for what in ["cmdline", "environ"] {
+            if let Ok(bytes) = std::fs::read(format!("/proc/{pid}/{what}"))
+                && bytes.windows(mark.len()).any(|w| w == mark.as_bytes())
+            {
+                found.push(pid);
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// The process's peak resident set size in KiB.
+fn vm_hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Children of this process (all threads), with their state letter.
+fn own_children() -> Vec<(i32, char)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for pid in text
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].trim_start().chars().next())
+                .unwrap_or('?');
+            out.push((pid, state));
+        }
+    }
+    out
+}
+
+#[test]
+fn cancel_wakes_the_eventfd() {
+    let token = CancelToken::new();
+    let fd = token.wake_fd().unwrap();
+    assert!(!wait_readable(fd, Duration::ZERO));
+    let other = token.clone();
+    std::thread::spawn(move || other.cancel()).join().unwrap();
+    assert!(token.is_cancelled());
+    assert!(wait_readable(fd, Duration::ZERO));
+}
+
+#[test]
+fn stat_fields_reads_our_own_process() {
+    let st = stat_fields(std::process::id() as i32).unwrap();
+    let (ppid, pgrp, sid) = (
+        getppid().as_raw(),
+        getpgrp().as_raw(),
+        getsid(None).unwrap().as_raw(),
+    );
+    assert!(!st.zombie);
+    assert_eq!((st.ppid, st.pgrp, st.sid), (ppid, pgrp, sid));
+}
+
+#[test]
+fn owner_tells_runs_apart() {
+    let me = std::process::id() as i32;
+    let mut buf = Vec::new();
+    // Our own environment has no run marker: never attributed.
+    assert!(matches!(
+        owner(me, b"AGENT_EXEC_RUN_ID=none", &mut buf),
+        Owner::Other
+    ));
+    assert!(matches!(owner(-1, b"x", &mut buf), Owner::Unknown));
+}
 
 /// Reads the pid a test child wrote to `path`.
 fn read_pid(path: &std::path::Path) -> i32 {
@@ -158,7 +342,7 @@ fn death_by_signal_is_reported() {
 fn a_missing_program_is_a_spawn_error() {
     let m = marker();
     let mut spec = sh("true", &m);
-    spec.child.program = std::ffi::CString::new("/nonexistent/agent-exec-test").unwrap();
+    spec.program = std::ffi::CString::new("/nonexistent/agent-exec-test").unwrap();
     assert!(matches!(
         run(spec, &CancelToken::new()),
         Err(ExecError::Spawn(_))
@@ -426,4 +610,71 @@ fn the_hard_limit_stops_a_writer_that_left_the_session() {
     assert_eq!(out.termination, Termination::OutputLimit);
     assert!(out.stdout.bytes > 100_000);
     assert_eq!(procs_with(&m), Vec::<i32>::new());
+}
+
+#[test]
+fn killed_descendants_are_reaped() {
+    // Alone in its process: every child of it belongs to the runs below.
+    if !in_own_process("exec::tests::killed_descendants_are_reaped") {
+        return;
+    }
+    for script in [
+        // Orphans killed by the sweep.
+        "(setsid sleep 300 >/dev/null 2>&1 &); (sleep 300 >/dev/null 2>&1 &); echo ok",
+        // An orphan that exits by itself inside the run's session.
+        "(sh -c 'exit 0' &); sleep 0.1; echo ok",
+        // A timeout with a tree of background jobs.
+        "sleep 300 & sleep 300 & (sleep 300 &); echo ok; sleep 300",
+    ] {
+        let m = marker();
+        let mut spec = sh(script, &m);
+        spec.timeout = std::time::Duration::from_secs(2);
+        let out = run(spec, &CancelToken::new()).unwrap();
+        assert_eq!(out.stdout.text, "ok\n", "{script}");
+        assert!(matches!(
+            out.termination,
+            Termination::Exited(0) | Termination::TimedOut
+        ));
+        assert!(procs_with(&m).is_empty(), "{script}");
+        assert_eq!(own_children(), Vec::new(), "{script}");
+    }
+}
+
+#[test]
+fn hundred_megabytes_are_counted_but_not_kept() {
+    // Alone in its process: the peak RSS belongs to this run alone.
+    if !in_own_process("exec::tests::hundred_megabytes_are_counted_but_not_kept") {
+        return;
+    }
+    let m = marker();
+    let mut spec = sh(
+        "head -c 100000000 /dev/zero | tr '\\0' 'x'; head -c 30000000 /dev/zero | tr '\\0' 'y' >&2",
+        &m,
+    );
+    spec.output_chars = 10_000;
+    let before = vm_hwm_kib();
+    let out = run(spec, &CancelToken::new()).unwrap();
+    let after = vm_hwm_kib();
+
+    assert_eq!(out.termination, Termination::Exited(0));
+    assert_eq!(out.stdout.bytes, 100_000_000);
+    assert_eq!(out.stderr.bytes, 30_000_000);
+    assert!(out.stdout.truncated && out.stderr.truncated);
+    let x = "x".repeat(5000);
+    assert_eq!(
+        out.stdout.text,
+        format!("{x}\n[... 99990000 bytes omitted ...]\n{x}")
+    );
+    let y = "y".repeat(5000);
+    assert_eq!(
+        out.stderr.text,
+        format!("{y}\n[... 29990000 bytes omitted ...]\n{y}")
+    );
+    // Holding the output would take 130 MB; the capture needs well under
+    // 1 MB. The bound is loose for allocator and test-harness noise.
+    assert!(
+        after.saturating_sub(before) < 32 * 1024,
+        "peak RSS grew by {} KiB",
+        after - before
+    );
 }

@@ -6,11 +6,10 @@
 //! not exist in release builds, so neither does this test.
 #![cfg(debug_assertions)]
 
-mod sandbox_common;
+mod common;
 
-use agent_exec::policy::{Enforcement, SandboxPolicy};
-use agent_exec::sandbox::{Sandbox, TEST_NO_LANDLOCK_ENV};
-use sandbox_common::*;
+use agent_exec_sandbox::{Enforcement, Sandbox, SandboxConfig, TEST_NO_LANDLOCK_ENV};
+use common::*;
 
 #[test]
 fn without_landlock_strict_refuses_and_best_effort_reports() {
@@ -20,19 +19,15 @@ fn without_landlock_strict_refuses_and_best_effort_reports() {
     let r = root();
     let marker = r.path.join("ran");
 
-    let err = Sandbox::prepare(
-        &agent_exec::service::sandbox_config(&SandboxPolicy::default()),
-        &r.path,
-    )
-    .unwrap_err();
+    let err = Sandbox::prepare(supervisor(), &config(), &r.path).unwrap_err();
     assert_eq!(err.layer(), "landlock");
     assert!(err.to_string().contains("landlock"), "{err}");
 
-    let cfg = SandboxPolicy {
+    let cfg = SandboxConfig {
         enforcement: Enforcement::BestEffort,
-        ..Default::default()
+        ..config()
     };
-    let sb = Sandbox::prepare(&agent_exec::service::sandbox_config(&cfg), &r.path).unwrap();
+    let sb = Sandbox::prepare(supervisor(), &cfg, &r.path).unwrap();
     let s = sb.summary();
     assert_eq!(s.landlock, "none");
     assert_eq!(s.landlock_abi, 0);

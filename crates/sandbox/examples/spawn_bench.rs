@@ -1,0 +1,72 @@
+//! The spawn path's cost: N runs of `/bin/true` through `run`, each in a
+//! fresh run sandbox as the service does (`cargo run -p agent-exec-sandbox
+//! --example spawn_bench -- 2000`, as root for the privilege drop). Prints
+//! the total and the median, mean and p90 per run. `--keep-bounding-set`
+//! leaves the spawning thread's capability bounding set alone, so every
+//! privileged child drops it itself (as the daemon's main thread would).
+
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_exec_sandbox::{
+    CancelToken, ExecSpec, Sandbox, SandboxConfig, Supervisor, SupervisorOptions, run,
+};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args
+        .iter()
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2000)
+        .max(1);
+    let supervisor = Supervisor::init(SupervisorOptions {
+        drop_bounding_set: !args.iter().any(|a| a == "--keep-bounding-set"),
+        ..SupervisorOptions::default()
+    });
+    let root = std::env::temp_dir().join(format!("ae-spawn-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&root)?;
+    if nix::unistd::Uid::effective().is_root() {
+        // The default child user of a root supervisor must own the root.
+        std::os::unix::fs::chown(&root, Some(65534), Some(65534))?;
+    }
+    let system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+    let cfg = SandboxConfig::new(system.iter().map(PathBuf::from).collect());
+    let sb = Sandbox::prepare(&supervisor, &cfg, &root)?;
+    let c = |s: &str| CString::new(s);
+    let cancel = CancelToken::new();
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let spec = ExecSpec {
+            program: c("/bin/true")?,
+            argv: vec![c("true")?],
+            env: vec![c("PATH=/usr/bin:/bin")?],
+            cwd: CString::new(root.as_os_str().as_encoded_bytes())?,
+            sandbox: Arc::new(sb.for_run()?),
+            stdin: None,
+            timeout: Duration::from_secs(10),
+            kill_grace: Duration::from_millis(100),
+            drain: Duration::from_millis(100),
+            output_chars: 1000,
+            hard_limit_bytes: 0,
+        };
+        let out = run(spec, &cancel)?;
+        if out.exit_code != Some(0) {
+            return Err(format!("/bin/true failed: {out:?}").into());
+        }
+        times.push(t.elapsed());
+    }
+    times.sort();
+    let total: Duration = times.iter().sum();
+    println!(
+        "runs {n} total {:.3}s mean {:.1}us median {:.1}us p90 {:.1}us",
+        total.as_secs_f64(),
+        total.as_secs_f64() * 1e6 / n as f64,
+        times[n / 2].as_secs_f64() * 1e6,
+        times[n * 9 / 10].as_secs_f64() * 1e6
+    );
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}

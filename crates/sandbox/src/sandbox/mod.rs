@@ -1,0 +1,290 @@
+//! The kernel sandbox of one service, assembled from the building blocks
+//! of `crate::plan` in the parent; applying it is `crate::spawn`'s job,
+//! between clone and exec.
+//!
+//! [`Sandbox::prepare`] runs once per service and does everything that
+//! costs (probing, path opening, filter compilation); [`Sandbox::for_run`]
+//! adds what is private to one run (its HOME/TMPDIR and cgroup). What each
+//! layer stops and what it does not is in `docs/threat-model.md`.
+
+mod prepare;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::Mode;
+
+use crate::error::SandboxError;
+use crate::plan::{cgroup, landlock, rundir};
+use crate::spawn::{CgroupJoin, Confinement, Creds, Rlimit};
+use crate::summary::Summary;
+
+#[cfg(debug_assertions)]
+pub use prepare::TEST_NO_LANDLOCK_ENV;
+
+/// Everything prepared once and shared by every run.
+struct Shared {
+    landlock: Option<landlock::Plan>,
+    seccomp: Option<Vec<libc::sock_filter>>,
+    creds: Creds,
+    cap_last: u32,
+    rlimits: Vec<Rlimit>,
+    cgroups: cgroup::Layout,
+    /// Empty run cgroups kept for reuse: creating and removing one per run
+    /// costs a dozen cgroupfs syscalls, each taking cgroup locks.
+    cgroup_pool: Mutex<Vec<cgroup::RunCgroup>>,
+    /// Untouched run directories (with their Landlock handles) for reuse.
+    rundir_pool: Mutex<Vec<(rundir::RunDir, OwnedFd)>>,
+    pids_max: u64,
+    memory_max: u64,
+    rundir_base: PathBuf,
+    root: PathBuf,
+    summary: Summary,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("root", &self.root)
+            .field(
+                "landlock_rules",
+                &self
+                    .landlock
+                    .as_ref()
+                    .map(|p| p.rule_paths().collect::<Vec<_>>()),
+            )
+            .field("seccomp_instructions", &self.seccomp.as_ref().map(Vec::len))
+            .field("creds", &self.creds)
+            .field("cgroups", &self.cgroups)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sandbox of one service (a CLI run or a daemon's lifetime), prepared
+/// by [`Sandbox::prepare`]. Cheap to clone: clones share everything.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    shared: Arc<Shared>,
+}
+
+impl Sandbox {
+    /// What every run gets (before per-run cgroup limits).
+    pub fn summary(&self) -> Summary {
+        self.shared.summary.clone()
+    }
+
+    /// Prepares one run: its private HOME/TMPDIR and its cgroup.
+    pub fn for_run(&self) -> Result<RunSandbox, SandboxError> {
+        let s = &self.shared;
+        let pooled_home = s.rundir_pool.lock().ok().and_then(|mut p| p.pop());
+        let (dir, home_fd) = match pooled_home {
+            Some(home) => home,
+            None => {
+                let dir = rundir::RunDir::create(&s.rundir_base, s.creds.uid, s.creds.gid)?;
+                let fd = open(
+                    &dir.path,
+                    OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY,
+                    Mode::empty(),
+                )
+                .map_err(|source| SandboxError::RunDirOpen {
+                    path: dir.path.clone(),
+                    source,
+                })?;
+                (dir, fd)
+            }
+        };
+        let pooled = s.cgroup_pool.lock().ok().and_then(|mut p| p.pop());
+        let cgroup = match pooled {
+            Some(cg) => Some(cg),
+            None if s.cgroups.any() => {
+                cgroup::RunCgroup::create(&s.cgroups, s.pids_max, s.memory_max)
+            }
+            None => None,
+        };
+        let summary = run_summary(s, cgroup.as_ref());
+        Ok(RunSandbox {
+            shared: Arc::clone(s),
+            home_path: dir.path.clone(),
+            home: Some((dir, home_fd)),
+            cgroup,
+            summary,
+        })
+    }
+}
+
+/// The service's summary with what the run's cgroup applied (or could not).
+fn run_summary(s: &Shared, cgroup: Option<&cgroup::RunCgroup>) -> Summary {
+    let mut summary = s.summary.clone();
+    match cgroup {
+        Some(cg) => {
+            summary.limits.extend(cg.applied.iter().cloned());
+            // A cgroup without the controller (e.g. a delegated v2 tree
+            // where it cannot be enabled) still kills, but does not limit.
+            let has = |p: &str| cg.applied.iter().any(|a| a.starts_with(p));
+            if s.pids_max > 0 && !has("cgroup_pids_max") {
+                summary.not_applied.push("cgroup_pids".into());
+            }
+            if s.memory_max > 0 && !has("cgroup_memory_max") {
+                summary.not_applied.push("cgroup_memory".into());
+            }
+        }
+        None if !summary.not_applied.iter().any(|n| n == "cgroup") => {
+            summary.not_applied.push("cgroup".into())
+        }
+        None => {}
+    }
+    summary
+}
+
+/// One run's sandbox, made by [`Sandbox::for_run`]. Dropping it kills what
+/// is left of the run and removes its cgroup and HOME/TMPDIR.
+#[derive(Debug)]
+pub struct RunSandbox {
+    shared: Arc<Shared>,
+    // Field order matters for Drop: the cgroup (which kills stragglers)
+    // goes before the directory they might still be writing to.
+    cgroup: Option<cgroup::RunCgroup>,
+    /// The run's HOME/TMPDIR and the handle its Landlock rule names; taken
+    /// on drop, for the pool when the run left it untouched.
+    home: Option<(rundir::RunDir, OwnedFd)>,
+    home_path: PathBuf,
+    summary: Summary,
+}
+
+impl RunSandbox {
+    /// The per-run HOME and TMPDIR.
+    pub fn home(&self) -> &Path {
+        &self.home_path
+    }
+
+    /// Variables the service adds to the child's environment: git refuses
+    /// a repository owned by another user unless it is a safe.directory,
+    /// and the system gitconfig is unreadable under Landlock (git dies on
+    /// EACCES), so it is skipped.
+    pub fn extra_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+            ("GIT_CONFIG_COUNT".into(), "1".into()),
+            ("GIT_CONFIG_KEY_0".into(), "safe.directory".into()),
+            (
+                "GIT_CONFIG_VALUE_0".into(),
+                self.shared.root.to_string_lossy().into_owned(),
+            ),
+        ]
+    }
+
+    /// Kills every process of the run. `Ok(false)`: this run has no cgroup
+    /// (the caller must fall back to killing the process group).
+    pub fn kill_all(&self) -> std::io::Result<bool> {
+        match &self.cgroup {
+            Some(cg) => cg.kill_all().map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether the run has a cgroup, which can kill (and count) all of it.
+    pub fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// Sends `sig` to every process of the run's cgroup, if it has one.
+    pub fn signal_all(&self, sig: nix::sys::signal::Signal) {
+        if let Some(cg) = &self.cgroup {
+            cg.signal_all(sig);
+        }
+    }
+
+    /// Whether no process of the run is left (`None`: no cgroup to tell).
+    pub fn is_empty(&self) -> Option<bool> {
+        self.cgroup.as_ref().map(|cg| cg.is_empty())
+    }
+
+    /// What this run gets: the service's layers and the run's cgroup limits.
+    pub fn summary(&self) -> Summary {
+        self.summary.clone()
+    }
+
+    /// What the child is confined by, borrowed for one spawn.
+    pub(crate) fn confinement(&self) -> Confinement<'_> {
+        let s = &self.shared;
+        let cgroup = match &self.cgroup {
+            Some(cg) => CgroupJoin {
+                into: cg.v2_dir.as_ref().map(|fd| fd.as_raw_fd()),
+                v2_procs: cg.v2_procs.as_ref().map(|fd| fd.as_raw_fd()),
+                v1_procs: &cg.v1_procs,
+            },
+            None => CgroupJoin::default(),
+        };
+        // No handle (never the case while the run exists) makes the child's
+        // Landlock step fail: nothing runs.
+        let home = self.home.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd());
+        Confinement {
+            creds: s.creds,
+            cap_last: s.cap_last,
+            rlimits: &s.rlimits,
+            cgroup,
+            landlock: s.landlock.as_ref().map(|plan| plan.rules(home)),
+            seccomp: s.seccomp.as_deref(),
+        }
+    }
+}
+
+/// How many empty cgroups a service keeps for reuse (about the number of
+/// concurrent runs a daemon serves).
+const CGROUP_POOL_MAX: usize = 8;
+const RUNDIR_POOL_MAX: usize = 8;
+
+impl Drop for RunSandbox {
+    fn drop(&mut self) {
+        // The cgroup first: it kills stragglers that might still be
+        // writing to the run directory.
+        let settled = match self.cgroup.take() {
+            Some(cg) => self.settle_cgroup(cg),
+            None => true,
+        };
+        // A run directory the run left exactly as it was made serves the
+        // next run: creating and removing one on ext4 cost about 115 µs a
+        // run. Anything else (a file, a changed mode, an ACL, a process
+        // that may still be alive) and it is removed.
+        if let Some((dir, fd)) = self.home.take()
+            && settled
+            && self.shared.cgroups.any()
+            && rundir::is_pristine(&dir.path, self.shared.creds.uid)
+            && !crate::spawn::sys::has_xattrs(&dir.path)
+            && let Ok(mut pool) = self.shared.rundir_pool.lock()
+            && pool.len() < RUNDIR_POOL_MAX
+        {
+            pool.push((dir, fd));
+        }
+    }
+}
+
+impl RunSandbox {
+    /// Kills what is left in the run's cgroup and pools the cgroup when it
+    /// can serve another run. Returns whether no process is left.
+    fn settle_cgroup(&self, cg: cgroup::RunCgroup) -> bool {
+        let mut empty = cg.is_empty();
+        if !empty {
+            let _ = cg.kill_all();
+            for _ in 0..50 {
+                empty = cg.is_empty();
+                if empty {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        // Only a cgroup with no process left, never killed, may serve
+        // another run; else its own Drop keeps killing and removes it.
+        if empty
+            && !cg.was_killed()
+            && let Ok(mut pool) = self.shared.cgroup_pool.lock()
+            && pool.len() < CGROUP_POOL_MAX
+        {
+            pool.push(cg);
+        }
+        empty
+    }
+}

@@ -1,0 +1,279 @@
+//! The child's setup sequence as data: [`STEPS`] is the one order the child
+//! walks between clone and exec, and [`Step`] is also what a failure
+//! reports over the status pipe, so the step that ran and the step that is
+//! named in an error can never disagree.
+//!
+//! Steps that do not apply to a child (no sandbox, no Landlock, a
+//! non-root supervisor) are skipped by the walker in `child.rs`; they keep
+//! their place in the table.
+
+/// One step of the child's setup, in the order of [`STEPS`]. The values
+/// travel over the status pipe (parent and child are the same binary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Step {
+    /// Every signal handler back to default, the mask cleared.
+    Signals = 1,
+    /// Own session and process group, no controlling terminal.
+    Setsid,
+    /// SIGKILL when the supervisor dies.
+    ParentDeath,
+    /// The pipes onto 0, 1 and 2.
+    Stdio,
+    /// Every other descriptor close-on-exec.
+    CloseFds,
+    /// Write itself into the run's cgroups it was not born in.
+    CgroupJoin,
+    Rlimit,
+    CapAmbient,
+    CapBounding,
+    Securebits,
+    Setgroups,
+    Setgid,
+    Setuid,
+    /// The uid change cleared the parent-death signal: armed again.
+    ParentDeathRearm,
+    /// Every remaining capability dropped.
+    Capset,
+    NoNewPrivs,
+    Chdir,
+    LandlockCreate,
+    LandlockAddRule,
+    /// The rule for the child's own `/proc/<pid>`.
+    ProcSelf,
+    LandlockRestrict,
+    Seccomp,
+    Exec,
+}
+
+/// The order of the child's setup. Why each step sits where it does is
+/// spelt out (and checked) in this module's tests:
+/// - handlers reset before anything else, so no supervisor handler can run
+///   on the child's stack once signals are unblocked;
+/// - cgroup join and rlimits need root's rights: before the privilege drop;
+/// - bounding set and securebits need CAP_SETPCAP: before the uid change;
+///   groups and gid before the uid, which gives up the right to change them;
+/// - `no_new_privs` before Landlock and seccomp, which require it of an
+///   unprivileged process;
+/// - `chdir` after the uid change, so the child user's permissions apply;
+/// - seccomp last before exec: the filter refuses nothing exec needs.
+pub(crate) const STEPS: [Step; 23] = [
+    Step::Signals,
+    Step::Setsid,
+    Step::ParentDeath,
+    Step::Stdio,
+    Step::CloseFds,
+    Step::CgroupJoin,
+    Step::Rlimit,
+    Step::CapAmbient,
+    Step::CapBounding,
+    Step::Securebits,
+    Step::Setgroups,
+    Step::Setgid,
+    Step::Setuid,
+    Step::ParentDeathRearm,
+    Step::Capset,
+    Step::NoNewPrivs,
+    Step::Chdir,
+    Step::LandlockCreate,
+    Step::LandlockAddRule,
+    Step::ProcSelf,
+    Step::LandlockRestrict,
+    Step::Seccomp,
+    Step::Exec,
+];
+
+impl Step {
+    /// The name an error reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Step::Signals => "signals",
+            Step::Setsid => "setsid",
+            Step::ParentDeath | Step::ParentDeathRearm => "parent_death_signal",
+            Step::Stdio => "stdio",
+            Step::CloseFds => "close_fds",
+            Step::CgroupJoin => "cgroup_join",
+            Step::Rlimit => "rlimit",
+            Step::CapAmbient => "capabilities_ambient",
+            Step::CapBounding => "capabilities_bounding",
+            Step::Securebits => "securebits",
+            Step::Setgroups => "setgroups",
+            Step::Setgid => "setgid",
+            Step::Setuid => "setuid",
+            Step::Capset => "capset",
+            Step::NoNewPrivs => "no_new_privs",
+            Step::Chdir => "chdir",
+            Step::LandlockCreate => "landlock_create_ruleset",
+            Step::LandlockAddRule => "landlock_add_rule",
+            Step::ProcSelf => "landlock_proc_self",
+            Step::LandlockRestrict => "landlock_restrict_self",
+            Step::Seccomp => "seccomp",
+            Step::Exec => "execve",
+        }
+    }
+
+    /// The step a status-pipe value names.
+    pub(crate) fn from_u32(v: u32) -> Option<Step> {
+        STEPS.into_iter().find(|s| *s as u32 == v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(step: Step) -> usize {
+        STEPS
+            .iter()
+            .position(|s| *s == step)
+            .unwrap_or_else(|| panic!("{step:?} is not in STEPS"))
+    }
+
+    /// (earlier, later, why). Reordering the table against one of these is
+    /// a test failure that names the reason.
+    const ORDER: &[(Step, Step, &str)] = &[
+        (
+            Step::Signals,
+            Step::Setsid,
+            "no supervisor handler may run in the child: handlers reset first",
+        ),
+        (
+            Step::Stdio,
+            Step::CloseFds,
+            "stdio copies moved above 2 must be marked close-on-exec too",
+        ),
+        (
+            Step::CgroupJoin,
+            Step::CapAmbient,
+            "writing cgroup.procs needs root's rights: before the privilege drop",
+        ),
+        (
+            Step::CgroupJoin,
+            Step::Setuid,
+            "writing cgroup.procs needs root's rights: before the uid change",
+        ),
+        (
+            Step::Rlimit,
+            Step::CapAmbient,
+            "raising a hard rlimit needs CAP_SYS_RESOURCE: before the privilege drop",
+        ),
+        (
+            Step::Rlimit,
+            Step::Setuid,
+            "raising a hard rlimit needs CAP_SYS_RESOURCE: before the uid change",
+        ),
+        (
+            Step::Rlimit,
+            Step::Capset,
+            "raising a hard rlimit needs CAP_SYS_RESOURCE: before capset",
+        ),
+        (
+            Step::CapBounding,
+            Step::Setuid,
+            "dropping the bounding set needs CAP_SETPCAP: before the uid change",
+        ),
+        (
+            Step::Securebits,
+            Step::Setuid,
+            "locking securebits needs CAP_SETPCAP, and NO_SETUID_FIXUP must hold during the uid change",
+        ),
+        (
+            Step::Setgroups,
+            Step::Setuid,
+            "after the uid change the groups can no longer be changed",
+        ),
+        (
+            Step::Setgid,
+            Step::Setuid,
+            "after the uid change the gid can no longer be changed",
+        ),
+        (
+            Step::Setuid,
+            Step::ParentDeathRearm,
+            "the uid change clears the parent-death signal",
+        ),
+        (
+            Step::Setgid,
+            Step::ParentDeathRearm,
+            "the gid change clears the parent-death signal",
+        ),
+        (
+            Step::Setuid,
+            Step::Capset,
+            "with NO_SETUID_FIXUP the uid change keeps capabilities: drop them after it",
+        ),
+        (
+            Step::Setuid,
+            Step::Chdir,
+            "chdir as the child user, so its own permissions apply",
+        ),
+        (
+            Step::NoNewPrivs,
+            Step::LandlockCreate,
+            "Landlock requires no_new_privs of an unprivileged process",
+        ),
+        (
+            Step::NoNewPrivs,
+            Step::LandlockRestrict,
+            "Landlock requires no_new_privs of an unprivileged process",
+        ),
+        (
+            Step::NoNewPrivs,
+            Step::Seccomp,
+            "seccomp requires no_new_privs of an unprivileged process",
+        ),
+        (
+            Step::LandlockCreate,
+            Step::LandlockAddRule,
+            "rules go into a created ruleset",
+        ),
+        (
+            Step::ProcSelf,
+            Step::LandlockRestrict,
+            "every rule is added before the ruleset is enforced",
+        ),
+        (
+            Step::LandlockAddRule,
+            Step::LandlockRestrict,
+            "every rule is added before the ruleset is enforced",
+        ),
+        (
+            Step::LandlockRestrict,
+            Step::Seccomp,
+            "the filter is the last layer: nothing after it but exec",
+        ),
+    ];
+
+    #[test]
+    fn the_setup_order_keeps_its_reasons() {
+        for (earlier, later, why) in ORDER {
+            assert!(
+                pos(*earlier) < pos(*later),
+                "{earlier:?} must come before {later:?}: {why}"
+            );
+        }
+        assert_eq!(STEPS[0], Step::Signals, "handlers reset before anything");
+        assert_eq!(STEPS[STEPS.len() - 1], Step::Exec, "exec ends the setup");
+        assert_eq!(
+            STEPS[STEPS.len() - 2],
+            Step::Seccomp,
+            "seccomp last before exec: the filter refuses nothing exec needs"
+        );
+    }
+
+    #[test]
+    fn every_step_is_walked_once_and_reported_by_its_own_value() {
+        for (i, step) in STEPS.iter().enumerate() {
+            assert!(
+                !STEPS[i + 1..].contains(step),
+                "{step:?} appears twice in STEPS"
+            );
+            assert_eq!(Step::from_u32(*step as u32), Some(*step));
+        }
+        // Values are 1..=N in declaration order, and N steps are walked:
+        // no declared step is left out of the table.
+        assert_eq!(Step::Exec as u32 as usize, STEPS.len());
+        assert_eq!(Step::from_u32(0), None);
+        assert_eq!(Step::from_u32(STEPS.len() as u32 + 1), None);
+    }
+}
