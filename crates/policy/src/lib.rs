@@ -10,15 +10,29 @@
 
 use serde::{Deserialize, Serialize};
 
+// Lower modules never use higher ones: `resolve`, `hidden` and `rules` are
+// pure; `engine` indexes the rules; `verdict` combines findings; `state`
+// carries one walk, which `paths`, `builtins`, `wrappers` and `walk` (the
+// top of a decision) extend in that order; `load` and `lint` build and
+// inspect a `Policy`.
+mod builtins;
 mod engine;
 mod error;
 mod hidden;
+mod lint;
 mod load;
 mod paths;
+mod resolve;
+mod rules;
+mod state;
+mod verdict;
+mod walk;
+mod wrappers;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
-pub use paths::resolve_program;
+pub use resolve::resolve_program;
+pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
 /// Directories every program needs to read and execute; arguments inside
 /// them are not escapes, and the kernel sandbox grants exactly these (plus
@@ -95,6 +109,19 @@ pub struct Decision {
     /// True when the request needs `/bin/sh -c` (operators, redirections,
     /// expansions); false when it is one plain argv exec'd directly.
     pub needs_shell: bool,
+}
+
+impl Policy {
+    /// Whether an environment variable's name marks its value as secret
+    /// (`[env] secret_pattern`, case-insensitive).
+    pub fn is_secret_name(&self, name: &str) -> bool {
+        self.engine.secret_names.is_match(name)
+    }
+
+    /// How many `[[example]]`s the policy was checked against at load.
+    pub fn example_count(&self) -> usize {
+        self.engine.example_count
+    }
 }
 
 /// Per-run limits. Requests may only tighten them.

@@ -3,12 +3,14 @@
 
 use std::path::Path;
 
-use agent_exec::policy::{Context, Policy, Verdict};
-use agent_exec::request::CommandSpec;
+use agent_exec_policy::{CommandSpec, Context, Policy, Verdict};
 use proptest::prelude::*;
 
+/// The policies the project ships, at the workspace root.
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies");
+
 fn policy() -> Policy {
-    Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml")).unwrap()
+    Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap()
 }
 
 /// Shell-heavy fragments so generated input reaches the interesting paths
@@ -65,9 +67,9 @@ proptest! {
 thread_local! {
     static POLICY: Policy = policy();
     static READONLY: Policy =
-        Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/readonly.toml")).unwrap();
+        Policy::load(&Path::new(POLICIES).join("readonly.toml")).unwrap();
     static CI: Policy =
-        Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/ci.toml")).unwrap();
+        Policy::load(&Path::new(POLICIES).join("ci.toml")).unwrap();
 }
 
 /// Words that write, run or reach out, mixed with harmless ones.
