@@ -128,7 +128,7 @@ impl Policy {
         origin: &str,
         memo_dir: Option<&Path>,
     ) -> Result<Policy, PolicyError> {
-        let file: PolicyFile = toml::from_str(text).map_err(|e| syntax_error(text, origin, &e))?;
+        let file: PolicyFile = toml::from_str(text).map_err(|e| syntax_error(text, origin, e))?;
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
         let marker = memo_dir.and_then(|dir| memo_marker(dir, &sha256));
         let remembered = marker.as_ref().is_some_and(|m| m.exists());
@@ -229,7 +229,7 @@ impl Policy {
     }
 }
 
-fn syntax_error(text: &str, origin: &str, e: &toml::de::Error) -> PolicyError {
+fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
     let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
     let mut message = e.message().trim().to_string();
     if let Some(span) = e.span() {
@@ -253,6 +253,7 @@ fn syntax_error(text: &str, origin: &str, e: &toml::de::Error) -> PolicyError {
         } else {
             String::new()
         },
+        source: Some(Box::new(e)),
     }
 }
 
@@ -346,6 +347,7 @@ fn read(path: &Path) -> Result<(String, String), PolicyError> {
         column: 0,
         message: "the file is not valid UTF-8".into(),
         source_line: String::new(),
+        source: Some(Box::new(e.utf8_error())),
     })?;
     Ok((text, shown))
 }

@@ -469,3 +469,26 @@ fn unicode_classes_are_refused_in_policy_regexes() {
     let e = err(&text);
     assert!(e.contains("rule u: pattern"), "{e}");
 }
+
+#[test]
+fn syntax_errors_keep_what_the_parser_said_as_their_source() {
+    use std::error::Error;
+
+    let e = Policy::parse("name = \"t\"\ndefault = \"deny\"\n[[rule]\n", "t.toml").unwrap_err();
+    assert!(matches!(e, PolicyError::Syntax { line: 3, .. }), "{e:?}");
+    let source = e.source().expect("the TOML parser's error");
+    assert!(
+        source.downcast_ref::<toml::de::Error>().is_some(),
+        "{source:?}"
+    );
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), b"name = \"\xff\"\n").unwrap();
+    let e = Policy::load(file.path()).unwrap_err();
+    assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+    let source = e.source().expect("the UTF-8 decoder's error");
+    assert!(
+        source.downcast_ref::<std::str::Utf8Error>().is_some(),
+        "{source:?}"
+    );
+}
