@@ -40,7 +40,9 @@ pub struct CommandRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Finding {
+    /// What this part alone would get.
     pub verdict: Verdict,
+    /// The rule's (or check's) risk.
     pub risk: RiskLevel,
     /// The rule id, `builtin:...` for engine checks, or `default`.
     pub rule: String,
@@ -48,6 +50,7 @@ pub struct Finding {
     pub reason: String,
     /// The argument, path, operator or program concerned.
     pub token: Option<String>,
+    /// A rule, the default, or an engine check.
     pub kind: FindingKind,
     /// `None` for findings about the request as a whole (raw `pattern`
     /// rules, constructs outside any command).

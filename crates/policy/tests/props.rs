@@ -1,5 +1,6 @@
 //! Arbitrary input never panics the engine: every string gets a decision
-//! or a parse error, and an argv always gets a decision.
+//! or a parse error, an argv always gets a decision, and the full
+//! evaluation always agrees with the decision.
 
 use std::path::Path;
 
@@ -52,6 +53,31 @@ proptest! {
         let ctx = Context { root, cwd: root };
         let text: String = parts.concat();
         let _ = POLICY.with(|p| p.decide(&CommandSpec::Shell(text), &ctx));
+    }
+
+    /// `decide` keeps only the winner; the full evaluation must pick the
+    /// same one, for shell strings and argvs alike.
+    #[test]
+    fn evaluate_agrees_with_decide(
+        parts in prop::collection::vec(fragment(), 0..12),
+        as_argv in any::<bool>(),
+    ) {
+        let root = Path::new("/nonexistent-prop-root");
+        let ctx = Context { root, cwd: root };
+        let spec = if as_argv {
+            CommandSpec::Argv(parts)
+        } else {
+            CommandSpec::Shell(parts.concat())
+        };
+        let (decided, evaluated) = POLICY.with(|p| {
+            (p.decide(&spec, &ctx), p.evaluate(&spec, &ctx))
+        });
+        if let Ok(e) = &evaluated {
+            // The winner is one of the findings, and none is stricter.
+            let strictest = e.findings().iter().filter(|f| !f.superseded).map(|f| f.verdict).max();
+            prop_assert_eq!(strictest, e.winner().map(|w| w.verdict));
+        }
+        prop_assert_eq!(evaluated.map(|e| e.decision()), decided);
     }
 
     #[test]
