@@ -31,6 +31,10 @@ pub(crate) struct Cwd {
     pub(crate) seen: Vec<PathBuf>,
 }
 
+/// One walk over one request. The checks of `paths`, `builtins`,
+/// `wrappers` and `walk` are methods on it; they report through `builtin`
+/// and the `offer_*` methods, never to `findings` directly, so every
+/// finding names the command it is about.
 pub(crate) struct Walk<'p> {
     pub(crate) policy: &'p Policy,
     pub(crate) engine: &'p Engine,
@@ -172,6 +176,13 @@ impl<'p> Walk<'p> {
         reason: String,
         token: &str,
     ) {
+        // An engine allow is weak (see `offer_weak`); one made here would
+        // wrongly count as a rule's.
+        debug_assert_ne!(
+            verdict,
+            Verdict::Allow,
+            "engine allows go through offer_weak"
+        );
         self.findings.offer(
             verdict,
             risk,

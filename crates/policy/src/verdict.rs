@@ -24,6 +24,7 @@ pub enum FindingKind {
 
 /// The simple command a finding is about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct CommandRef {
     /// Its place among the simple commands the walk visited, in order,
     /// nested ones included (0 for the first).
@@ -261,5 +262,100 @@ impl Findings {
             read_only,
             needs_shell,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offers in walk order; returns the winner's rule after each prefix.
+    fn winners(every: bool, offers: &[(Verdict, RiskLevel, FindingKind, &str)]) -> Vec<String> {
+        let mut findings = Findings::new(every);
+        let mut out = Vec::new();
+        for &(verdict, risk, kind, rule) in offers {
+            findings.offer(verdict, risk, kind, None, || {
+                (rule.to_string(), String::new(), None)
+            });
+            let winner = findings.winner.and_then(|i| findings.list.get(i));
+            out.push(winner.map_or_else(String::new, |f| f.rule.clone()));
+        }
+        out
+    }
+
+    #[test]
+    fn strictest_wins_first_of_equals_and_rules_beat_engine_allows() {
+        use FindingKind::*;
+        use RiskLevel::*;
+        use Verdict::*;
+        let offers = [
+            (Allow, Low, Builtin, "builtin:cd"),
+            (Allow, Low, Rule, "git-read"),
+            (Allow, Low, Builtin, "builtin:shell-state"),
+            (Allow, Low, Rule, "read-tools"),
+            (Allow, Medium, Rule, "cargo"),
+            (RequireApproval, Medium, Default, "default"),
+            (Deny, High, Builtin, "builtin:path-escape"),
+            (Deny, High, Rule, "deny-later"),
+            (RequireApproval, Critical, Rule, "approval-critical"),
+        ];
+        let expected = [
+            "builtin:cd",
+            "git-read",
+            "git-read",
+            "git-read",
+            "cargo",
+            "default",
+            "builtin:path-escape",
+            "builtin:path-escape",
+            "builtin:path-escape",
+        ];
+        for every in [false, true] {
+            assert_eq!(winners(every, &offers), expected, "every: {every}");
+        }
+    }
+
+    #[test]
+    fn only_an_evaluation_keeps_the_losers_and_the_superseded() {
+        for every in [false, true] {
+            let mut findings = Findings::new(every);
+            let describe = |rule: &str| (rule.to_string(), String::new(), None);
+            findings.offer(
+                Verdict::Deny,
+                RiskLevel::High,
+                FindingKind::Rule,
+                None,
+                || describe("deny"),
+            );
+            findings.offer(
+                Verdict::Allow,
+                RiskLevel::Low,
+                FindingKind::Rule,
+                None,
+                || describe("allow"),
+            );
+            findings.superseded(Verdict::Allow, RiskLevel::Critical, None, || {
+                describe("passed-over")
+            });
+            let e = findings.finish(false, true);
+            let rules: Vec<_> = e.findings().iter().map(|f| f.rule.as_str()).collect();
+            let kept: &[&str] = if every {
+                &["deny", "allow", "passed-over"]
+            } else {
+                &["deny"]
+            };
+            assert_eq!(rules, kept);
+            assert_eq!(e.winner().map(|f| f.rule.as_str()), Some("deny"));
+            assert_eq!(e.clone().into_decision(), e.decision());
+        }
+    }
+
+    #[test]
+    fn nothing_to_run_is_an_allow() {
+        let d = Findings::new(true).finish(true, false).into_decision();
+        assert_eq!(
+            (d.verdict, d.rule.as_str(), d.risk, d.read_only),
+            (Verdict::Allow, EMPTY_RULE, RiskLevel::Low, true)
+        );
     }
 }
