@@ -1,7 +1,8 @@
 //! The pure, per-request parts of the pipeline: lexing, the whole policy
-//! decision against the shipped `policies/code.toml`, and encoding the
-//! `ToolResult`. These run for every call an agent makes, before and after
-//! the (much larger) process cost, so they must stay in the microseconds.
+//! decision against the shipped `policies/code.toml` (and its full
+//! evaluation, for comparison), and encoding the `ToolResult`. These run
+//! for every call an agent makes, before and after the (much larger)
+//! process cost, so they must stay in the microseconds.
 //!
 //! `cargo bench --bench decide` measures; `cargo test --all-targets` runs
 //! every case once (criterion's test mode) and checks that each command
@@ -123,6 +124,29 @@ fn bench_decide(c: &mut Criterion) {
     group.finish();
 }
 
+/// The full evaluation (every finding kept, each described) of the same
+/// requests: what an explanation costs over the bare decision.
+fn bench_evaluate(c: &mut Criterion) {
+    let policy = load_policy();
+    let root = project_root();
+    let ctx = Context {
+        root: &root,
+        cwd: &root,
+    };
+    let mut group = c.benchmark_group("evaluate");
+    for (name, text) in commands() {
+        let spec = CommandSpec::Shell(text);
+        match (policy.evaluate(&spec, &ctx), policy.decide(&spec, &ctx)) {
+            (Ok(e), Ok(d)) if e.decision() == d => {}
+            (e, d) => panic!("{name}: evaluate gives {e:?}, decide {d:?}"),
+        }
+        group.bench_function(name, |b| {
+            b.iter(|| policy.evaluate(black_box(&spec), black_box(&ctx)))
+        });
+    }
+    group.finish();
+}
+
 /// What `cargo test` typically returns to an agent: the kept head and tail
 /// of a long stdout, a short stderr and a full sandbox summary.
 fn realistic_result() -> ToolResult {
@@ -215,6 +239,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_lex, bench_decide, bench_result
+    targets = bench_lex, bench_decide, bench_evaluate, bench_result
 }
 criterion_main!(benches);

@@ -12,46 +12,76 @@ pub struct Issue {
     pub line: usize,
     /// The key (or rule id) the problem is about.
     pub key: String,
+    /// What is wrong and, where it helps, what to write instead.
     pub message: String,
 }
 
 /// An `[[example]]` whose decision differs from what the policy decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExampleFailure {
+    /// 1-based line of the `[[example]]`.
     pub line: usize,
+    /// The example's command.
     pub command: String,
+    /// The verdict (and rule, and read-only class) the example states.
     pub expected: String,
     /// What the policy decided (verdict, rule), or the parse error.
     pub got: String,
 }
 
+/// Why a policy was not loaded. Every variant names the file (`path` or
+/// `origin`); the message is written to be fixed from.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
+    /// No file at the path given.
     #[error("policy file {path} does not exist")]
-    NotFound { path: String },
+    NotFound {
+        /// As given.
+        path: String,
+    },
+    /// The file exists but could not be read.
     #[error("cannot read policy file {path}: {source}")]
     Io {
+        /// As given.
         path: String,
+        /// What reading reported.
         #[source]
         source: std::io::Error,
     },
-    /// Malformed TOML, unknown keys, wrong types.
+    /// Malformed TOML, unknown keys, wrong types, or text that is not
+    /// UTF-8.
     #[error("{origin}:{line}:{column}: {message}{}", excerpt(.source_line))]
     Syntax {
+        /// The file, or the name given to [`Policy::parse`](crate::Policy::parse).
         origin: String,
+        /// 1-based; 0 when unknown.
         line: usize,
+        /// 1-based, in characters.
         column: usize,
+        /// What is wrong, naming the key when there is one.
         message: String,
+        /// The offending line as written (empty when unknown).
         source_line: String,
+        /// What the TOML parser or the UTF-8 decoder reported.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// Well-formed TOML that is not a valid policy (bad regex, duplicate or
     /// contradictory rules, ...). Lists every problem found.
     #[error("{}", issues_text(.origin, .issues))]
-    Invalid { origin: String, issues: Vec<Issue> },
+    Invalid {
+        /// The file, or the name given to [`Policy::parse`](crate::Policy::parse).
+        origin: String,
+        /// In file order.
+        issues: Vec<Issue>,
+    },
     /// The policy does not decide its own examples as written.
     #[error("{}", examples_text(.origin, .failures))]
     Examples {
+        /// The file, or the name given to [`Policy::parse`](crate::Policy::parse).
         origin: String,
+        /// Every example that failed, in file order.
         failures: Vec<ExampleFailure>,
     },
 }

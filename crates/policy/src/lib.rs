@@ -1,24 +1,104 @@
 //! The policy: what may run, with what risk, under which limits.
 //!
-//! `Policy` is loaded once from TOML (strictly: unknown keys, bad regexes and
-//! contradictions are errors naming file, line and key), checked against its
-//! own examples, and then only read. `decide` is a pure function from a
-//! policy and a lexed request to a `Decision`; it touches the filesystem only
-//! to canonicalize paths that exist.
+//! A [`Policy`] is loaded once from TOML (strictly: unknown keys, bad
+//! regexes and contradictions are errors naming file, line and key),
+//! checked against its own examples, and then only read.
+//! [`Policy::decide`] is a pure function from a policy and a request to a
+//! [`Decision`]; it touches the filesystem only to resolve paths that
+//! exist. [`Policy::evaluate`] walks the request the same way and keeps
+//! every rule match and engine check that fired, not only the winner.
+//!
+//! ```
+//! use std::path::Path;
+//!
+//! use agent_exec_policy::{CommandSpec, Context, FindingKind, Policy, Verdict};
+//!
+//! let policy = Policy::parse(
+//!     r#"
+//! name = "review"
+//! default = "require_approval"
+//!
+//! [[rule]]
+//! id = "git-read"
+//! program = "git"
+//! subcommands = ["status", "diff", "log"]
+//! action = "allow"
+//! risk = "low"
+//! read_only = true
+//! reason = "Only reads the repository."
+//!
+//! [[rule]]
+//! id = "read-files"
+//! programs = ["cat", "head"]
+//! action = "allow"
+//! risk = "low"
+//! read_only = true
+//! reason = "Reads files; paths are checked to stay inside the project."
+//!
+//! [[example]]
+//! command = "git status"
+//! decision = "allow"
+//! "#,
+//!     "review.toml",
+//! )?;
+//!
+//! // The project need not exist: paths that do not are judged as written.
+//! let root = Path::new("/srv/agent/project");
+//! let ctx = Context { root, cwd: root };
+//! let shell = |s: &str| CommandSpec::Shell(s.to_string());
+//!
+//! let status = policy.decide(&shell("git status"), &ctx)?;
+//! assert_eq!(status.verdict, Verdict::Allow);
+//! assert_eq!(status.rule, "git-read");
+//! assert!(status.read_only && !status.needs_shell);
+//!
+//! let passwd = policy.decide(&shell("cat /etc/passwd"), &ctx)?;
+//! assert_eq!(passwd.verdict, Verdict::Deny);
+//! assert_eq!(passwd.rule, "builtin:path-escape");
+//! assert_eq!(passwd.token.as_deref(), Some("/etc/passwd"));
+//!
+//! // The rule allowed `cat`; the path check refused its argument.
+//! let all = policy.evaluate(&shell("cat /etc/passwd"), &ctx)?;
+//! let fired: Vec<_> = all.findings().iter().map(|f| (f.kind, f.verdict)).collect();
+//! assert_eq!(
+//!     fired,
+//!     [(FindingKind::Rule, Verdict::Allow), (FindingKind::Builtin, Verdict::Deny)]
+//! );
+//! assert_eq!(all.decision(), passwd);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 
+// Lower modules never use higher ones: `resolve`, `hidden` and `rules` are
+// pure; `engine` indexes the rules; `verdict` combines findings; `state`
+// carries one walk, which `paths`, `builtins`, `wrappers` and `walk` (the
+// top of a decision) extend in that order; `load` and `lint` build and
+// inspect a `Policy`.
+mod builtins;
 mod engine;
 mod error;
 mod hidden;
+mod lint;
 mod load;
 mod paths;
+mod resolve;
+mod rules;
+mod state;
+mod verdict;
+mod walk;
+mod wrappers;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
-pub use paths::resolve_program;
+pub use resolve::resolve_program;
+pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
+
+/// Why a shell string could not be decided: it does not lex.
+pub use agent_exec_lexer::ParseError;
 
 /// Directories every program needs to read and execute; arguments inside
 /// them are not escapes, and the kernel sandbox grants exactly these (plus
@@ -63,17 +143,26 @@ pub enum CommandSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// Run it.
     Allow,
+    /// Run it only once a human approved.
     RequireApproval,
+    /// Never run it.
     Deny,
 }
 
+/// How much harm a command could do, as the policy rates it (every rule
+/// states one). Ordered from least to most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RiskLevel {
+    /// Little or none (reading, building).
     Low,
+    /// Worth a look.
     Medium,
+    /// Could lose work or reach outside the project.
     High,
+    /// Could damage the system or change privileges.
     Critical,
 }
 
@@ -81,11 +170,14 @@ pub enum RiskLevel {
 /// and names the token that decided when there is one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The strictest verdict of any part of the request.
     pub verdict: Verdict,
     /// Id of the rule that decided (`builtin:...` for engine checks such as
     /// path escapes), or `default` when no rule matched.
     pub rule: String,
+    /// The deciding rule's (or check's) risk.
     pub risk: RiskLevel,
+    /// Why, naming what to change when the request is refused.
     pub reason: String,
     /// The argument, path, operator or program that decided.
     pub token: Option<String>,
@@ -95,6 +187,19 @@ pub struct Decision {
     /// True when the request needs `/bin/sh -c` (operators, redirections,
     /// expansions); false when it is one plain argv exec'd directly.
     pub needs_shell: bool,
+}
+
+impl Policy {
+    /// Whether an environment variable's name marks its value as secret
+    /// (`[env] secret_pattern`, case-insensitive).
+    pub fn is_secret_name(&self, name: &str) -> bool {
+        self.engine.secret_names.is_match(name)
+    }
+
+    /// How many `[[example]]`s the policy was checked against at load.
+    pub fn example_count(&self) -> usize {
+        self.engine.example_count
+    }
 }
 
 /// Per-run limits. Requests may only tighten them.
@@ -162,6 +267,7 @@ impl Default for EnvPolicy {
     }
 }
 
+/// What happens when the kernel cannot apply a sandbox layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Enforcement {
@@ -175,6 +281,7 @@ pub enum Enforcement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxPolicy {
+    /// Strict (the default) or best effort.
     pub enforcement: Enforcement,
     /// Extra read+execute paths (toolchains). Missing ones are skipped.
     pub read: Vec<String>,
@@ -189,11 +296,18 @@ pub struct SandboxPolicy {
     /// User name or numeric uid for the child when the supervisor is root.
     /// None: the root directory's owner if not root, else `nobody`.
     pub run_as: Option<String>,
+    /// With a root supervisor and no `run_as`: run the child as root
+    /// instead of the root directory's owner or `nobody`.
     pub allow_root_child: bool,
+    /// `RLIMIT_NOFILE`: open file descriptors.
     pub rlimit_nofile: u64,
+    /// `RLIMIT_FSIZE`: the largest file the child may write.
     pub rlimit_fsize_bytes: u64,
+    /// `RLIMIT_AS`: address space.
     pub rlimit_as_bytes: u64,
+    /// `RLIMIT_NPROC`: processes of the child's user.
     pub rlimit_nproc: u64,
+    /// `RLIMIT_CPU`: CPU seconds.
     pub rlimit_cpu_seconds: u64,
     /// cgroup `pids.max` when a cgroup can be created.
     pub pids_max: u64,
@@ -227,7 +341,9 @@ impl Default for SandboxPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetPolicy {
+    /// Runs that are not read-only a session may make.
     pub max_mutating_runs: u64,
+    /// Wall-clock time all of a session's runs may take together.
     pub max_wall_ms: u64,
 }
 
@@ -262,7 +378,10 @@ pub struct TracePolicy {
 /// inside it, against which relative paths are resolved.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
+    /// The project root, canonical: arguments must stay inside it (or in
+    /// the policy's readable and writable areas).
     pub root: &'a std::path::Path,
+    /// Where the command starts, inside `root`.
     pub cwd: &'a std::path::Path,
 }
 
@@ -270,6 +389,7 @@ pub struct Context<'a> {
 /// so every `Policy` in the program has passed its own examples.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    /// The policy's `name`.
     pub name: String,
     /// SHA-256 (hex) of the file's bytes: traces and replay bind to it.
     pub sha256: String,
@@ -277,11 +397,17 @@ pub struct Policy {
     pub origin: String,
     /// Verdict for a command no rule matches.
     pub default: Verdict,
+    /// `[limits]`
     pub limits: Limits,
+    /// `[env]`
     pub env: EnvPolicy,
+    /// `[sandbox]`
     pub sandbox: SandboxPolicy,
+    /// `[budget]`
     pub budget: BudgetPolicy,
+    /// `[daemon]`
     pub daemon: DaemonPolicy,
+    /// `[trace]`
     pub trace: TracePolicy,
     /// How shell features (substitutions, expansions, globs, nesting,
     /// assignments) are treated.
@@ -302,7 +428,9 @@ pub enum FeatureAction {
     /// Look inside (substituted scripts are decided recursively, expanded
     /// words are checked by their literal path prefix).
     Check,
+    /// Ask a human first.
     RequireApproval,
+    /// Refuse the request.
     Deny,
 }
 

@@ -4,18 +4,18 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use regex_automata::meta::Regex;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
-use super::engine::{Engine, LazyRegex, OptSpec, Rule, Writes};
-use super::error::{ExampleFailure, Issue, LineIndex, PolicyError, line_col, line_text};
-use super::{
-    BudgetPolicy, Context, DaemonPolicy, EnvPolicy, FeatureAction, Limits, Policy, RiskLevel,
-    SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
+use crate::engine::Engine;
+use crate::error::{ExampleFailure, Issue, LineIndex, PolicyError, line_col, line_text};
+use crate::resolve::normalize_lexically;
+use crate::rules::{LazyRegex, OptSpec, Rule, Writes};
+use crate::{
+    BudgetPolicy, CommandSpec, Context, DaemonPolicy, EnvPolicy, FeatureAction, Limits, Policy,
+    RiskLevel, SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
 };
-use crate::CommandSpec;
 
 /// Examples are decided against this root so they mean the same on every
 /// machine: nothing under it exists, so no path is canonicalized.
@@ -128,7 +128,7 @@ impl Policy {
         origin: &str,
         memo_dir: Option<&Path>,
     ) -> Result<Policy, PolicyError> {
-        let file: PolicyFile = toml::from_str(text).map_err(|e| syntax_error(text, origin, &e))?;
+        let file: PolicyFile = toml::from_str(text).map_err(|e| syntax_error(text, origin, e))?;
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
         let marker = memo_dir.and_then(|dir| memo_marker(dir, &sha256));
         let remembered = marker.as_ref().is_some_and(|m| m.exists());
@@ -195,7 +195,7 @@ impl Policy {
                 issues,
             });
         };
-        let engine = build_engine(rules, &file.env, &file.sandbox, &shell, secret_names);
+        let engine = Engine::build(rules, &file.env, &file.sandbox, &shell, secret_names);
 
         let mut policy = Policy {
             name: file.name,
@@ -217,7 +217,7 @@ impl Policy {
         if remembered {
             return Ok(policy);
         }
-        compile_all(&policy.engine.rules).map_err(|issues| PolicyError::Invalid {
+        compile_all(policy.engine.rules.all()).map_err(|issues| PolicyError::Invalid {
             origin: origin.to_string(),
             issues,
         })?;
@@ -227,101 +227,9 @@ impl Policy {
         }
         Ok(policy)
     }
-
-    /// Warnings that do not stop loading: rules that can never decide,
-    /// allowed programs that are not installed, missing sandbox paths.
-    pub fn lint(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let rules = &self.engine.rules;
-        for (i, rule) in rules.iter().enumerate() {
-            if rule.action == Verdict::Allow {
-                for program in &rule.programs {
-                    if !program.contains('/')
-                        && super::resolve_program(program, &self.env.path).is_none()
-                    {
-                        out.push(format!(
-                            "{}:{}: rule `{}` allows `{program}`, which does not resolve on the policy's PATH ({})",
-                            self.origin, rule.line, rule.id, self.env.path
-                        ));
-                    }
-                }
-            }
-            for (j, other) in rules.iter().enumerate() {
-                if i == j {
-                    continue;
-                }
-                if let Some(program) = shadowed_by(rule, other) {
-                    if rule.action == other.action && i < j {
-                        continue;
-                    }
-                    out.push(format!(
-                        "{}:{}: rule `{}` never decides `{program}`: rule `{}` (line {}) matches every such command and {}",
-                        self.origin,
-                        rule.line,
-                        rule.id,
-                        other.id,
-                        other.line,
-                        if rule.action == other.action { "comes first" } else { "is stricter" }
-                    ));
-                }
-            }
-        }
-        for p in &self.sandbox.read {
-            if !Path::new(p).exists() {
-                out.push(format!(
-                    "{}: sandbox.read path {p} does not exist (skipped)",
-                    self.origin
-                ));
-            }
-        }
-        for dir in self.env.path.split(':') {
-            if !dir.starts_with('/') {
-                out.push(format!(
-                    "{}: env.path entry `{dir}` is not absolute and is ignored",
-                    self.origin
-                ));
-            }
-        }
-        out
-    }
 }
 
-/// If `other` matches every command `rule` matches and wins over it, the
-/// program concerned.
-fn shadowed_by<'r>(rule: &'r Rule, other: &Rule) -> Option<&'r str> {
-    if other.has_conditions()
-        || rule.action > other.action
-        || other.pattern.is_some()
-        || rule.pattern.is_some()
-    {
-        return None;
-    }
-    let covers = if rule.action == other.action {
-        // Same action: the more specific rule wins, so only an exact
-        // duplicate (the later one) never decides.
-        !rule.has_conditions()
-            && rule.prefix == other.prefix
-            && rule.subcommands == other.subcommands
-    } else {
-        // A stricter rule wins whenever it matches.
-        other.prefix.is_empty()
-            && (other.subcommands.is_empty()
-                || (!rule.subcommands.is_empty()
-                    && rule
-                        .subcommands
-                        .iter()
-                        .all(|s| other.subcommands.iter().any(|o| s.starts_with(o)))))
-    };
-    if !covers {
-        return None;
-    }
-    rule.programs
-        .iter()
-        .find(|p| other.programs.contains(p))
-        .map(|s| s.as_str())
-}
-
-fn syntax_error(text: &str, origin: &str, e: &toml::de::Error) -> PolicyError {
+fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
     let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
     let mut message = e.message().trim().to_string();
     if let Some(span) = e.span() {
@@ -345,6 +253,7 @@ fn syntax_error(text: &str, origin: &str, e: &toml::de::Error) -> PolicyError {
         } else {
             String::new()
         },
+        source: Some(Box::new(e)),
     }
 }
 
@@ -438,45 +347,9 @@ fn read(path: &Path) -> Result<(String, String), PolicyError> {
         column: 0,
         message: "the file is not valid UTF-8".into(),
         source_line: String::new(),
+        source: Some(Box::new(e.utf8_error())),
     })?;
     Ok((text, shown))
-}
-
-/// Every regex of a policy matches bytes with ASCII classes: `\s`, `\w`,
-/// `\b` and `(?i)` mean what the shell means (its blanks and metacharacters
-/// are ASCII), and compiling skips the Unicode tables, which were most of
-/// the CLI's start-up.
-pub(crate) fn policy_regex(pattern: &str) -> Result<Regex, Box<regex_automata::meta::BuildError>> {
-    use regex_automata::{meta, nfa::thompson::WhichCaptures, util::syntax};
-    // Only "does it match, and where": no capture groups, no eagerly
-    // determinized DFA and no literal prefilters (the lazy DFA alone is as
-    // fast on command-sized text and costs nothing to build), which cuts
-    // the build time to a third.
-    meta::Builder::new()
-        .syntax(syntax::Config::new().unicode(false).utf8(false))
-        .configure(
-            meta::Config::new()
-                .dfa(false)
-                .auto_prefilter(false)
-                .onepass(false)
-                .backtrack(false)
-                .utf8_empty(false)
-                .which_captures(WhichCaptures::Implicit),
-        )
-        .build(pattern)
-        .map_err(Box::new)
-}
-
-/// The load-time check of a policy regex: the same syntax `policy_regex`
-/// accepts, without building the automata.
-fn check_regex(pattern: &str) -> Result<LazyRegex, String> {
-    regex_syntax::ParserBuilder::new()
-        .unicode(false)
-        .utf8(false)
-        .build()
-        .parse(pattern)
-        .map(|_| LazyRegex::new(pattern.to_string()))
-        .map_err(|e| e.to_string())
 }
 
 fn find_key_line(text: &str, key: &str) -> usize {
@@ -493,174 +366,188 @@ fn compile_rules(
     remembered: bool,
     issues: &mut Vec<Issue>,
 ) -> Vec<Rule> {
-    let check = |p: &str| {
-        if remembered {
-            Ok(LazyRegex::new(p.to_string()))
-        } else {
-            check_regex(p)
-        }
-    };
     let mut rules = Vec::with_capacity(files.len());
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for spanned in files {
-        let line = lines.line(spanned.span().start);
-        let r = spanned.get_ref();
-        let id = r.id.get_ref().as_str();
-        let id_line = lines.line(r.id.span().start);
-        let mut bad = |key: &str, message: String| {
-            issues.push(Issue {
-                line: id_line.max(line),
-                key: format!("rule {id}: {key}"),
-                message,
-            })
-        };
-        if id.is_empty() || id == "default" || id.starts_with("builtin:") {
-            bad("id", "must be non-empty and not `default` or start with `builtin:` (reserved for the engine)".into());
-        }
-        if let Some(first) = seen.insert(id, id_line) {
-            bad(
-                "id",
-                format!("duplicate rule id (first defined at line {first})"),
-            );
-        }
-        if r.reason.trim().is_empty() {
-            bad(
-                "reason",
-                "must explain the decision to the model; it is shown when the rule decides".into(),
-            );
-        }
-        let mut programs: Vec<String> = r.programs.clone();
-        if let Some(p) = &r.program {
-            programs.push(p.clone());
-        }
-        if programs
-            .iter()
-            .any(|p| p.is_empty() || p.contains(char::is_whitespace))
-        {
-            bad(
-                "programs",
-                "program names must be non-empty single words".into(),
-            );
-        }
-        let pattern = match &r.pattern {
-            Some(p) => match check(p.get_ref()) {
-                Ok(re) => Some(re),
-                Err(e) => {
-                    issues.push(Issue {
-                        line: lines.line(p.span().start),
-                        key: format!("rule {id}: pattern"),
-                        message: format!("invalid regex: {e}"),
-                    });
-                    None
-                }
-            },
-            None => None,
-        };
-        let args_regex = match &r.args_regex {
-            Some(p) => match check(p.get_ref()) {
-                Ok(re) => Some(re),
-                Err(e) => {
-                    issues.push(Issue {
-                        line: lines.line(p.span().start),
-                        key: format!("rule {id}: args_regex"),
-                        message: format!("invalid regex: {e}"),
-                    });
-                    None
-                }
-            },
-            None => None,
-        };
-        let has_matcher = !r.subcommands.is_empty()
-            || !r.prefix.is_empty()
-            || !r.options.is_empty()
-            || r.args_regex.is_some();
-        let mut bad = |key: &str, message: String| {
-            issues.push(Issue {
-                line: id_line.max(line),
-                key: format!("rule {id}: {key}"),
-                message,
-            })
-        };
-        if r.pattern.is_some() {
-            if !programs.is_empty() || has_matcher {
-                bad("pattern", "a pattern rule matches the raw request; it cannot also name programs, subcommands, options or args_regex".into());
-            }
-            if r.action == Verdict::Allow {
-                bad(
-                    "action",
-                    "a raw pattern can only deny or require approval; allow commands by program"
-                        .into(),
-                );
-            }
-        } else if programs.is_empty() {
-            bad(
-                "programs",
-                "a rule needs `program`/`programs` or a raw `pattern`".into(),
-            );
-        }
-        if !r.subcommands.is_empty() && !r.prefix.is_empty() {
-            bad(
-                "prefix",
-                "use either `subcommands` or `prefix`, not both".into(),
-            );
-        }
-        if r.global_options_only && r.options.is_empty() {
-            bad(
-                "global_options_only",
-                "only means something together with `options`".into(),
-            );
-        }
-        if r.read_only && r.writes != Writes::None {
-            bad(
-                "read_only",
-                "a rule that writes its operands cannot be read-only".into(),
-            );
-        }
-        if r.action != Verdict::Allow && (r.read_only || r.writes != Writes::None) {
-            bad(
-                "read_only",
-                "`read_only` and `writes` only apply to allow rules".into(),
-            );
-        }
-        let mut options = Vec::with_capacity(r.options.len());
-        for o in &r.options {
-            match OptSpec::parse(o) {
-                Some(spec) => options.push(spec),
-                None => bad(
-                    "options",
-                    format!("`{o}` is not an option (`-x`, `--long`, `-single` or `-prefix*`)"),
-                ),
-            }
-        }
-        let subcommands: Vec<Vec<String>> = r
-            .subcommands
-            .iter()
-            .map(|s| s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-            .collect();
-        if subcommands.iter().any(|s| s.is_empty()) {
-            bad("subcommands", "entries must be non-empty".into());
-        }
-        rules.push(Rule {
-            id: id.to_string(),
-            action: r.action,
-            risk: r.risk,
-            reason: r.reason.trim().to_string(),
-            read_only: r.read_only,
-            writes: r.writes,
-            programs,
-            subcommands,
-            prefix: r.prefix.clone(),
-            option_values: r.option_values.clone(),
-            options,
-            global_options_only: r.global_options_only,
-            pattern_operand: r.pattern_operand,
-            args_regex,
-            pattern,
-            line,
-        });
+        let id = &spanned.get_ref().id;
+        let first = seen.insert(id.get_ref().as_str(), lines.line(id.span().start));
+        rules.push(compile_rule(lines, spanned, first, remembered, issues));
     }
     check_contradictions(&rules, issues);
     rules
+}
+
+/// The problems of one rule, named by its id.
+struct Problems<'a> {
+    issues: &'a mut Vec<Issue>,
+    id: &'a str,
+    /// Where the rule (its id) is.
+    line: usize,
+}
+
+impl Problems<'_> {
+    fn bad(&mut self, key: &str, message: String) {
+        self.at(self.line, key, message);
+    }
+
+    fn at(&mut self, line: usize, key: &str, message: String) {
+        self.issues.push(Issue {
+            line,
+            key: format!("rule {}: {key}", self.id),
+            message,
+        });
+    }
+}
+
+/// One rule. `duplicate_of` is the line of an earlier rule with the same
+/// id.
+fn compile_rule(
+    lines: &LineIndex,
+    spanned: &Spanned<RuleFile>,
+    duplicate_of: Option<usize>,
+    remembered: bool,
+    issues: &mut Vec<Issue>,
+) -> Rule {
+    let line = lines.line(spanned.span().start);
+    let r = spanned.get_ref();
+    let id = r.id.get_ref().as_str();
+    let mut p = Problems {
+        issues,
+        id,
+        line: lines.line(r.id.span().start).max(line),
+    };
+    if id.is_empty() || id == "default" || id.starts_with("builtin:") {
+        p.bad("id", "must be non-empty and not `default` or start with `builtin:` (reserved for the engine)".into());
+    }
+    if let Some(first) = duplicate_of {
+        p.bad(
+            "id",
+            format!("duplicate rule id (first defined at line {first})"),
+        );
+    }
+    if r.reason.trim().is_empty() {
+        p.bad(
+            "reason",
+            "must explain the decision to the model; it is shown when the rule decides".into(),
+        );
+    }
+    let mut programs: Vec<String> = r.programs.clone();
+    if let Some(program) = &r.program {
+        programs.push(program.clone());
+    }
+    if programs
+        .iter()
+        .any(|p| p.is_empty() || p.contains(char::is_whitespace))
+    {
+        p.bad(
+            "programs",
+            "program names must be non-empty single words".into(),
+        );
+    }
+    let mut regex = |field: &Option<Spanned<String>>, key: &str| {
+        let source = field.as_ref()?;
+        let checked = if remembered {
+            Ok(LazyRegex::new(source.get_ref().clone()))
+        } else {
+            LazyRegex::checked(source.get_ref())
+        };
+        checked
+            .map_err(|e| {
+                p.at(
+                    lines.line(source.span().start),
+                    key,
+                    format!("invalid regex: {e}"),
+                )
+            })
+            .ok()
+    };
+    let pattern = regex(&r.pattern, "pattern");
+    let args_regex = regex(&r.args_regex, "args_regex");
+    check_shape(r, &programs, &mut p);
+    let mut options = Vec::with_capacity(r.options.len());
+    for o in &r.options {
+        match OptSpec::parse(o) {
+            Some(spec) => options.push(spec),
+            None => p.bad(
+                "options",
+                format!("`{o}` is not an option (`-x`, `--long`, `-single` or `-prefix*`)"),
+            ),
+        }
+    }
+    let subcommands: Vec<Vec<String>> = r
+        .subcommands
+        .iter()
+        .map(|s| s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    if subcommands.iter().any(|s| s.is_empty()) {
+        p.bad("subcommands", "entries must be non-empty".into());
+    }
+    Rule {
+        id: id.to_string(),
+        action: r.action,
+        risk: r.risk,
+        reason: r.reason.trim().to_string(),
+        read_only: r.read_only,
+        writes: r.writes,
+        programs,
+        subcommands,
+        prefix: r.prefix.clone(),
+        option_values: r.option_values.clone(),
+        options,
+        global_options_only: r.global_options_only,
+        pattern_operand: r.pattern_operand,
+        args_regex,
+        pattern,
+        line,
+    }
+}
+
+/// Keys that only make sense together, or only for some actions.
+fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
+    let has_matcher = !r.subcommands.is_empty()
+        || !r.prefix.is_empty()
+        || !r.options.is_empty()
+        || r.args_regex.is_some();
+    if r.pattern.is_some() {
+        if !programs.is_empty() || has_matcher {
+            p.bad("pattern", "a pattern rule matches the raw request; it cannot also name programs, subcommands, options or args_regex".into());
+        }
+        if r.action == Verdict::Allow {
+            p.bad(
+                "action",
+                "a raw pattern can only deny or require approval; allow commands by program".into(),
+            );
+        }
+    } else if programs.is_empty() {
+        p.bad(
+            "programs",
+            "a rule needs `program`/`programs` or a raw `pattern`".into(),
+        );
+    }
+    if !r.subcommands.is_empty() && !r.prefix.is_empty() {
+        p.bad(
+            "prefix",
+            "use either `subcommands` or `prefix`, not both".into(),
+        );
+    }
+    if r.global_options_only && r.options.is_empty() {
+        p.bad(
+            "global_options_only",
+            "only means something together with `options`".into(),
+        );
+    }
+    if r.read_only && r.writes != Writes::None {
+        p.bad(
+            "read_only",
+            "a rule that writes its operands cannot be read-only".into(),
+        );
+    }
+    if r.action != Verdict::Allow && (r.read_only || r.writes != Writes::None) {
+        p.bad(
+            "read_only",
+            "`read_only` and `writes` only apply to allow rules".into(),
+        );
+    }
 }
 
 /// Two rules with the very same matcher and different actions leave the
@@ -704,90 +591,6 @@ fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
     }
 }
 
-fn build_engine(
-    rules: Vec<Rule>,
-    env: &EnvPolicy,
-    sandbox: &SandboxPolicy,
-    shell: &ShellPolicy,
-    secret_names: regex_lite::Regex,
-) -> Engine {
-    let mut by_program: HashMap<String, Vec<usize>> = HashMap::new();
-    let mut raw_rules = Vec::new();
-    for (i, rule) in rules.iter().enumerate() {
-        for p in &rule.programs {
-            by_program.entry(p.clone()).or_default().push(i);
-        }
-        if rule.pattern.is_some() {
-            raw_rules.push(i);
-        }
-    }
-
-    let mut readable: Vec<PathBuf> = crate::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
-    let extra = |list: &[String], out: &mut Vec<PathBuf>| {
-        for p in list {
-            if !p.starts_with('/') {
-                continue;
-            }
-            let lexical = PathBuf::from(p);
-            // Both spellings: arguments are compared after symlinks are
-            // followed, and a toolchain dir is often a symlink.
-            if let Ok(canon) = std::fs::canonicalize(&lexical)
-                && canon != lexical
-            {
-                out.push(canon);
-            }
-            out.push(lexical);
-        }
-    };
-    extra(&sandbox.read, &mut readable);
-    let mut writable = Vec::new();
-    extra(&sandbox.write, &mut writable);
-
-    let path_entries: Vec<PathBuf> = env
-        .path
-        .split(':')
-        .filter(|d| d.starts_with('/'))
-        .map(PathBuf::from)
-        .collect();
-    // A PATH entry the child may write to could be given a fake `git` by
-    // an earlier command, so only read-only system entries are trusted
-    // without a lookup.
-    let path_trusted = path_entries.iter().all(|d| {
-        readable.iter().any(|r| d.starts_with(r))
-            && !writable
-                .iter()
-                .any(|w| d.starts_with(w) || w.starts_with(d))
-    });
-    readable.extend(writable.iter().cloned());
-    let home = env
-        .set
-        .get("HOME")
-        .filter(|h| h.starts_with('/'))
-        .map(PathBuf::from);
-    let deny_assign = shell
-        .deny_assignments
-        .iter()
-        .map(|n| match n.strip_suffix('*') {
-            Some(prefix) => (prefix.to_string(), true),
-            None => (n.clone(), false),
-        })
-        .collect();
-
-    Engine {
-        rules,
-        by_program,
-        raw_rules,
-        readable,
-        writable,
-        path_trusted,
-        path_entries,
-        home,
-        deny_assign,
-        secret_names,
-        example_count: 0,
-    }
-}
-
 fn check_examples(
     policy: &Policy,
     lines: &LineIndex,
@@ -800,7 +603,7 @@ fn check_examples(
         let ex = spanned.get_ref();
         let line = lines.line(spanned.span().start);
         let cwd = match &ex.cwd {
-            Some(c) => super::paths::normalize_lexically(root, Path::new(c)),
+            Some(c) => normalize_lexically(root, Path::new(c)),
             None => root.to_path_buf(),
         };
         let ctx = Context { root, cwd: &cwd };

@@ -5,8 +5,10 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use agent_exec::policy::{Context, Policy, Verdict};
-use agent_exec::request::CommandSpec;
+use agent_exec_policy::{CommandSpec, Context, Policy, Verdict};
+
+/// The policies the project ships, at the workspace root.
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies");
 
 const A: Verdict = Verdict::Allow;
 const D: Verdict = Verdict::Deny;
@@ -48,7 +50,7 @@ fn fixture() -> Fixture {
 }
 
 fn code_policy() -> Policy {
-    Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml")).unwrap()
+    Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap()
 }
 
 /// (command, cwd relative to root, verdict, rule, read_only)
@@ -71,7 +73,16 @@ fn run_cases(policy: &Policy, fx: &Fixture, cases: &[Case]) {
             root: &fx.root,
             cwd: &cwd,
         };
-        match policy.decide(&CommandSpec::Shell(cmd.clone()), &ctx) {
+        let spec = CommandSpec::Shell(cmd.clone());
+        let decided = policy.decide(&spec, &ctx);
+        // The full evaluation must reach the very same decision.
+        let evaluated = policy.evaluate(&spec, &ctx).map(|e| e.decision());
+        if evaluated != decided {
+            failures.push(format!(
+                "`{cmd}`: evaluate gives {evaluated:?}, decide {decided:?}"
+            ));
+        }
+        match decided {
             Ok(d) => {
                 // Every decision names what decided and why.
                 if d.token.as_deref().is_none_or(str::is_empty) || d.reason.is_empty() {
@@ -549,7 +560,7 @@ fn strictest_part_decides_and_reports_token() {
         .decide(&CommandSpec::Shell("git status".into()), &ctx)
         .unwrap();
     assert!(!d.needs_shell);
-    assert_eq!(d.risk, agent_exec::policy::RiskLevel::Low);
+    assert_eq!(d.risk, agent_exec_policy::RiskLevel::Low);
 
     let d = policy
         .decide(&CommandSpec::Shell("cd sub".into()), &ctx)
@@ -667,7 +678,7 @@ fn program_paths_match_rules_only_where_the_name_resolves() {
         cwd: &fx.root,
     };
     let decide = |c: &str| policy.decide(&CommandSpec::Shell(c.into()), &ctx).unwrap();
-    let ls = agent_exec::policy::resolve_program("ls", &policy.env.path).expect("ls on PATH");
+    let ls = agent_exec_policy::resolve_program("ls", &policy.env.path).expect("ls on PATH");
     let d = decide(&format!("{} -la", ls.display()));
     assert_eq!(
         (d.verdict, d.rule.as_str()),

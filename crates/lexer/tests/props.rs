@@ -1,7 +1,7 @@
 //! Property tests: the lexer never panics, its spans always index the
 //! request, and it is a pure function of its input.
 
-use agent_exec::lexer::{Script, Span, Word, lex};
+use agent_exec_lexer::{Script, Span, Word, lex};
 use proptest::prelude::*;
 
 /// Pieces that exercise every quoting, substitution and operator path,

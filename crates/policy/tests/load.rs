@@ -4,8 +4,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use agent_exec::policy::{Policy, PolicyError, resolve_program};
+use agent_exec_policy::{Policy, PolicyError, resolve_program};
 use sha2::{Digest, Sha256};
+
+/// The policies the project ships, at the workspace root.
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies");
 
 /// A minimal valid policy; tests append to it.
 const BASE: &str = r#"name = "t"
@@ -295,7 +298,7 @@ fn lint_reports_shadowed_and_unresolvable_rules() {
 
 #[test]
 fn shipped_policies_lint_without_shadowed_rules() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let dir = Path::new(POLICIES);
     for name in ["code.toml", "readonly.toml", "ci.toml"] {
         let p = Policy::load(&dir.join(name)).unwrap();
         let shadowed: Vec<String> = p
@@ -402,9 +405,9 @@ fn only_the_marker_for_these_exact_bytes_skips_the_example_check() {
 
 #[test]
 fn a_remembered_policy_decides_like_a_fully_loaded_one() {
-    use agent_exec::policy::Context;
-    use agent_exec::request::CommandSpec;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml");
+    use agent_exec_policy::CommandSpec;
+    use agent_exec_policy::Context;
+    let path = Path::new(POLICIES).join("code.toml");
     let memo = tempfile::tempdir().unwrap();
     let full = Policy::load(&path).unwrap();
     Policy::load_remembering(&path, Some(memo.path())).unwrap();
@@ -465,4 +468,27 @@ fn unicode_classes_are_refused_in_policy_regexes() {
     );
     let e = err(&text);
     assert!(e.contains("rule u: pattern"), "{e}");
+}
+
+#[test]
+fn syntax_errors_keep_what_the_parser_said_as_their_source() {
+    use std::error::Error;
+
+    let e = Policy::parse("name = \"t\"\ndefault = \"deny\"\n[[rule]\n", "t.toml").unwrap_err();
+    assert!(matches!(e, PolicyError::Syntax { line: 3, .. }), "{e:?}");
+    let source = e.source().expect("the TOML parser's error");
+    assert!(
+        source.downcast_ref::<toml::de::Error>().is_some(),
+        "{source:?}"
+    );
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), b"name = \"\xff\"\n").unwrap();
+    let e = Policy::load(file.path()).unwrap_err();
+    assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+    let source = e.source().expect("the UTF-8 decoder's error");
+    assert!(
+        source.downcast_ref::<std::str::Utf8Error>().is_some(),
+        "{source:?}"
+    );
 }

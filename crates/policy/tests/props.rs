@@ -1,14 +1,17 @@
 //! Arbitrary input never panics the engine: every string gets a decision
-//! or a parse error, and an argv always gets a decision.
+//! or a parse error, an argv always gets a decision, and the full
+//! evaluation always agrees with the decision.
 
 use std::path::Path;
 
-use agent_exec::policy::{Context, Policy, Verdict};
-use agent_exec::request::CommandSpec;
+use agent_exec_policy::{CommandSpec, Context, Policy, Verdict};
 use proptest::prelude::*;
 
+/// The policies the project ships, at the workspace root.
+const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies");
+
 fn policy() -> Policy {
-    Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/code.toml")).unwrap()
+    Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap()
 }
 
 /// Shell-heavy fragments so generated input reaches the interesting paths
@@ -52,6 +55,31 @@ proptest! {
         let _ = POLICY.with(|p| p.decide(&CommandSpec::Shell(text), &ctx));
     }
 
+    /// `decide` keeps only the winner; the full evaluation must pick the
+    /// same one, for shell strings and argvs alike.
+    #[test]
+    fn evaluate_agrees_with_decide(
+        parts in prop::collection::vec(fragment(), 0..12),
+        as_argv in any::<bool>(),
+    ) {
+        let root = Path::new("/nonexistent-prop-root");
+        let ctx = Context { root, cwd: root };
+        let spec = if as_argv {
+            CommandSpec::Argv(parts)
+        } else {
+            CommandSpec::Shell(parts.concat())
+        };
+        let (decided, evaluated) = POLICY.with(|p| {
+            (p.decide(&spec, &ctx), p.evaluate(&spec, &ctx))
+        });
+        if let Ok(e) = &evaluated {
+            // The winner is one of the findings, and none is stricter.
+            let strictest = e.findings().iter().filter(|f| !f.superseded).map(|f| f.verdict).max();
+            prop_assert_eq!(strictest, e.winner().map(|w| w.verdict));
+        }
+        prop_assert_eq!(evaluated.map(|e| e.decision()), decided);
+    }
+
     #[test]
     fn argv_always_decides(argv in prop::collection::vec(fragment(), 1..6)) {
         let root = Path::new("/nonexistent-prop-root");
@@ -65,9 +93,9 @@ proptest! {
 thread_local! {
     static POLICY: Policy = policy();
     static READONLY: Policy =
-        Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/readonly.toml")).unwrap();
+        Policy::load(&Path::new(POLICIES).join("readonly.toml")).unwrap();
     static CI: Policy =
-        Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/ci.toml")).unwrap();
+        Policy::load(&Path::new(POLICIES).join("ci.toml")).unwrap();
 }
 
 /// Words that write, run or reach out, mixed with harmless ones.

@@ -2,7 +2,7 @@
 //! whole `Script` (see `render`), so a case checks words, operators,
 //! redirections, features, substitutions and `needs_shell` at once.
 
-use agent_exec::lexer::{
+use agent_exec_lexer::{
     Features, MAX_DEPTH, Operator, ParseError, Redirect, RedirectKind, Script, Word, lex,
 };
 
@@ -136,6 +136,7 @@ fn outcome(input: &str) -> String {
         }
         Err(ParseError::TooDeep { position, .. }) => format!("ERR too deep @{position}"),
         Err(ParseError::Empty) => "ERR empty".to_string(),
+        Err(other) => format!("ERR {other}"),
     }
 }
 
