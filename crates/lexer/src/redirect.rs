@@ -5,22 +5,8 @@
 use crate::ast::{Redirect, RedirectKind};
 use crate::error::ParseError;
 use crate::scanner::{Lexer, into_string};
-use crate::script::Builder;
+use crate::script::{Builder, PendingDoc};
 use crate::word::WordBuf;
-
-/// A here-document whose body starts after the next newline token.
-pub(crate) struct PendingDoc {
-    /// Index of the command and of its redirection the body belongs to.
-    command: usize,
-    redirect: usize,
-    delimiter: Vec<u8>,
-    /// `<<-`: leading tabs are removed from every line.
-    strip_tabs: bool,
-    /// A quoted delimiter: the body is literal.
-    quoted: bool,
-    /// Where the `<<` is, for the error when the body never ends.
-    pub(crate) position: usize,
-}
 
 impl Lexer<'_> {
     /// A redirection operator at the cursor (its descriptor, if any, began

@@ -5,9 +5,22 @@
 
 use crate::ast::{Features, Operator, Redirect, RedirectKind, Script, SimpleCommand, Span, Word};
 use crate::error::ParseError;
-use crate::redirect::PendingDoc;
 use crate::scanner::{Lexer, Term};
 use crate::word::{WordBuf, is_assignment};
+
+/// A here-document whose body starts after the next newline token.
+pub(crate) struct PendingDoc {
+    /// Index of the command and of its redirection the body belongs to.
+    pub(crate) command: usize,
+    pub(crate) redirect: usize,
+    pub(crate) delimiter: Vec<u8>,
+    /// `<<-`: leading tabs are removed from every line.
+    pub(crate) strip_tabs: bool,
+    /// A quoted delimiter: the body is literal.
+    pub(crate) quoted: bool,
+    /// Where the `<<` is, for the error when the body never ends.
+    pub(crate) position: usize,
+}
 
 /// A simple command under construction.
 #[derive(Default)]
