@@ -7,6 +7,7 @@
 
 mod reaper;
 mod server;
+mod sigchld;
 mod socket;
 #[cfg(test)]
 mod tests;
@@ -226,6 +227,7 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         // Signal handlers first: once the socket accepts, a SIGTERM must
         // mean a clean shutdown, never the default instant death.
         let shutdown = shutdown_signal()?;
+        sigchld::start(supervisor)?;
         // The runtime's threads are idle here, so the umask `bind` sets
         // for an instant affects no other file creation.
         let (std_listener, mut guard) = bind(&opts.socket, group.as_deref())?;

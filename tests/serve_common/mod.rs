@@ -338,3 +338,39 @@ pub fn have(program: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// State letter, parent pid of `pid` (`None` once it is reaped).
+pub fn state_and_ppid(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Zombie children of `parent`, found both ways: every thread's
+/// `children` list, and a scan of `/proc` for a parent pid of `parent`.
+pub fn zombie_children(parent: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) {
+        for t in tasks.flatten() {
+            let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            pids.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>()
+            && state_and_ppid(pid).is_some_and(|(_, ppid)| ppid == parent)
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids.retain(|&p| state_and_ppid(p).is_some_and(|(s, _)| s == 'Z'));
+    pids
+}
