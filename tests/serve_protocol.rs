@@ -260,3 +260,35 @@ fn python_reference_client_drives_a_session() {
     // The session's mutating step really ran, once.
     assert!(fx.root.join("made-by-client.txt").exists());
 }
+
+#[test]
+fn a_request_with_a_duplicate_key_is_refused_and_runs_nothing() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    // The last `tool` would win with serde_json's default: a `describe`
+    // that runs a command.
+    for (line, field) in [
+        (
+            r#"{"id":1,"tool":"describe","tool":"run_shell","idempotency_key":"dup-key-0001","args":{"command":"touch dup-a.txt"}}"#,
+            "tool",
+        ),
+        (
+            r#"{"id":2,"tool":"run_shell","idempotency_key":"dup-key-0002","args":{"command":"echo harmless","command":"touch dup-b.txt"}}"#,
+            "args.command",
+        ),
+    ] {
+        c.send_raw(format!("{line}\n").as_bytes());
+        let r = c.recv();
+        assert_eq!(error_type(&r), "INVALID_ARGUMENTS", "{line} -> {r}");
+        let message = r["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{field}: duplicate key")),
+            "{message}"
+        );
+    }
+    assert!(!fx.root.join("dup-a.txt").exists());
+    assert!(!fx.root.join("dup-b.txt").exists());
+    // The connection goes on.
+    assert_eq!(c.run("after", "echo fine")["ok"], true);
+}
