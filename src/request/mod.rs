@@ -48,6 +48,48 @@ impl RunRequest {
     }
 }
 
+/// Whose call it is, as the server establishes it: the caller's uid, which
+/// the transport takes from the kernel (the daemon reads `SO_PEERCRED`; the
+/// CLI and an embedding program are their own caller), and the session
+/// label the client chose.
+///
+/// The label only groups one caller's calls; it is never an identity.
+/// Idempotency keys, budgets and per-session traces are kept per
+/// `SessionId`, so two uids using the same label share nothing, and no
+/// label can reach what another uid stored.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionId {
+    uid: u32,
+    label: Option<String>,
+}
+
+impl SessionId {
+    /// The label calls without one are grouped under.
+    pub const DEFAULT_LABEL: &'static str = "default";
+
+    pub fn new(uid: u32, label: Option<&str>) -> SessionId {
+        SessionId {
+            uid,
+            label: label.map(str::to_string),
+        }
+    }
+
+    /// The caller's uid.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// The label as the client sent it, if it sent one.
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// The label budgets, keys and traces group by: `default` without one.
+    pub fn label_or_default(&self) -> &str {
+        self.label.as_deref().unwrap_or(Self::DEFAULT_LABEL)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Wire validation (daemon protocol, see docs/protocol.md).
 //

@@ -27,15 +27,15 @@ use crate::sandbox::Supervisor;
 /// What the daemon asks of the layer below it. `crate::service::Service`
 /// is the real one; tests may put a stand-in behind the same transport.
 pub(crate) trait Handler: Send + Sync + 'static {
-    /// Runs one validated call to its end; blocking.
-    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult;
+    /// Runs one validated call of the peer `uid` to its end; blocking.
+    fn call(&self, uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult;
     /// The tool's JSON Schema, the policy's name and hash, and the limits.
     fn describe(&self) -> serde_json::Value;
 }
 
 impl Handler for crate::service::Service {
-    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
-        crate::service::Service::call(self, req, cancel)
+    fn call(&self, uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult {
+        crate::service::Service::call_as(self, uid, req, cancel)
     }
     fn describe(&self) -> serde_json::Value {
         crate::service::Service::describe(self)
@@ -65,6 +65,10 @@ pub struct ServeOptions {
     /// Calls waiting beyond those; more are answered BUSY at once.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
+    /// How many sessions' budgets one peer uid may spend in total, across
+    /// all its session labels (see docs/protocol.md, "Sessions").
+    #[arg(long, default_value_t = crate::service::DEFAULT_UID_BUDGET_SESSIONS)]
+    pub uid_budget_sessions: u64,
     /// On SIGTERM/SIGINT, how long running calls may finish before they are
     /// cancelled.
     #[arg(long, default_value_t = 10_000)]
@@ -115,6 +119,8 @@ pub enum ServeError {
     },
     #[error("--max-concurrent must be at least 1")]
     NoSlots,
+    #[error("--uid-budget-sessions must be at least 1")]
+    NoUidBudget,
 }
 
 impl ServeError {
@@ -182,6 +188,9 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
     };
+    if opts.uid_budget_sessions == 0 {
+        return Err(ServeError::NoUidBudget);
+    }
     let policy = crate::policy::Policy::load(&opts.policy)?;
     let state_dir = match &opts.state {
         Some(s) => s.clone(),
@@ -292,6 +301,7 @@ fn build_service(
             Some(TRACE_ROTATE_BYTES),
         )
         .state_dir(state_dir)
+        .uid_budget_sessions(opts.uid_budget_sessions)
         .require_idempotency(true);
     if let Some(path) = &opts.replay {
         let mode = if opts.replay_mode == "lenient" {

@@ -106,8 +106,8 @@ pub(crate) async fn serve<H: Handler>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-                    if let Some(stream) = admit_peer(&shared, stream, conn) {
-                        conns.spawn(connection(shared.clone(), stream, conn));
+                    if let Some((stream, uid)) = admit_peer(&shared, stream, conn) {
+                        conns.spawn(connection(shared.clone(), stream, conn, uid));
                     }
                 }
                 Err(e) => {
@@ -162,11 +162,16 @@ async fn drain<H: Handler>(shared: &Shared<H>) {
     shared.closing.send_replace(true);
 }
 
-fn admit_peer<H: Handler>(shared: &Shared<H>, stream: UnixStream, conn: u64) -> Option<UnixStream> {
+/// The stream and its peer's uid, when the peer may talk to the daemon.
+fn admit_peer<H: Handler>(
+    shared: &Shared<H>,
+    stream: UnixStream,
+    conn: u64,
+) -> Option<(UnixStream, u32)> {
     match stream.peer_cred() {
         Ok(cred) if shared.cfg.allowed_uids.contains(&cred.uid()) => {
             tracing::debug!(conn, uid = cred.uid(), pid = ?cred.pid(), "connection accepted");
-            Some(stream)
+            Some((stream, cred.uid()))
         }
         Ok(cred) => {
             tracing::warn!(conn, uid = cred.uid(), pid = ?cred.pid(), "connection refused: peer uid not allowed");
@@ -182,6 +187,8 @@ fn admit_peer<H: Handler>(shared: &Shared<H>, stream: UnixStream, conn: u64) -> 
 /// Per-connection state shared with its calls.
 struct Conn {
     id: u64,
+    /// The peer's uid (`SO_PEERCRED`): whose calls these are.
+    uid: u32,
     tx: mpsc::Sender<Vec<u8>>,
     /// Set when the client is gone (hung up, or a write failed).
     gone: watch::Sender<bool>,
@@ -189,11 +196,12 @@ struct Conn {
     done: Notify,
 }
 
-async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64) {
+async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64, uid: u32) {
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel(256);
     let conn = Arc::new(Conn {
         id,
+        uid,
         tx,
         gone: watch::channel(false).0,
         inflight: AtomicUsize::new(0),
@@ -407,7 +415,8 @@ async fn run_call<H: Handler>(
     // The blocking thread stays inside `call` until the command and all its
     // descendants are gone, so the thread a child was forked from (which
     // PDEATHSIG follows) outlives that child.
-    let mut job = tokio::task::spawn_blocking(move || handler.call(req, &call_token));
+    let uid = conn.uid;
+    let mut job = tokio::task::spawn_blocking(move || handler.call(uid, req, &call_token));
     let joined = loop {
         tokio::select! {
             j = &mut job => break j,

@@ -25,7 +25,7 @@ struct Stub {
 }
 
 impl Handler for Stub {
-    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
+    fn call(&self, _uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult {
         self.started.fetch_add(1, Ordering::SeqCst);
         let CommandSpec::Shell(cmd) = req.command else {
             unreachable!("the wire only makes shell commands")

@@ -374,3 +374,8 @@ pub fn zombie_children(parent: i32) -> Vec<i32> {
     pids.retain(|&p| state_and_ppid(p).is_some_and(|(s, _)| s == 'Z'));
     pids
 }
+
+/// Descriptors the process `pid` holds open.
+pub fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
