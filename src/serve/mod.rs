@@ -5,6 +5,7 @@
 //! happens when a client or the daemon goes away. Policy, sandbox, limits,
 //! idempotency, budgets and traces are the service's, shared with the CLI.
 
+mod peer;
 mod reaper;
 mod server;
 mod sigchld;
@@ -65,6 +66,10 @@ pub struct ServeOptions {
     /// Calls waiting beyond those; more are answered BUSY at once.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
+    /// Connections open at once; another is answered BUSY and closed.
+    /// Each may hold up to one request line (1 MiB) in memory.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
     /// How many sessions' budgets one peer uid may spend in total, across
     /// all its session labels (see docs/protocol.md, "Sessions").
     #[arg(long, default_value_t = crate::service::DEFAULT_UID_BUDGET_SESSIONS)]
@@ -119,6 +124,8 @@ pub enum ServeError {
     },
     #[error("--max-concurrent must be at least 1")]
     NoSlots,
+    #[error("--max-connections must be at least 1")]
+    NoConnections,
     #[error("--uid-budget-sessions must be at least 1")]
     NoUidBudget,
 }
@@ -188,6 +195,9 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
     };
+    if opts.max_connections == 0 {
+        return Err(ServeError::NoConnections);
+    }
     if opts.uid_budget_sessions == 0 {
         return Err(ServeError::NoUidBudget);
     }
@@ -231,6 +241,8 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         grace: Duration::from_millis(opts.grace_ms),
         allowed_uids: allowed,
         limits,
+        max_connections: opts.max_connections,
+        daemon_pid: std::process::id(),
     };
     let result = runtime.block_on(async {
         // Signal handlers first: once the socket accepts, a SIGTERM must
@@ -252,6 +264,7 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
             policy_sha256 = %policy_hash,
             max_concurrent,
             queue = opts.queue,
+            max_connections = opts.max_connections,
             "serving"
         );
         serve(listener, service.clone(), cfg, shutdown, || {

@@ -66,6 +66,8 @@ fn start(max_concurrent: usize, queue: usize, grace_ms: u64) -> Running {
         grace: Duration::from_millis(grace_ms),
         allowed_uids: vec![nix::unistd::geteuid().as_raw()],
         limits: RequestLimits::default(),
+        max_connections: 16,
+        daemon_pid: std::process::id(),
     };
     let done = tokio::spawn(serve(
         listener,

@@ -237,6 +237,27 @@ impl Client {
         self.writer.write_all(bytes).unwrap();
     }
 
+    /// Sends bytes, ignoring a daemon that hung up meanwhile.
+    pub fn send_raw_lossy(&mut self, bytes: &[u8]) {
+        let _ = self.writer.write_all(bytes);
+    }
+
+    /// The next response, or `None` once the daemon closed the connection
+    /// (end of file, or a reset when it left bytes of ours unread).
+    pub fn recv_or_closed(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("read failed: {e}"),
+            Ok(_) => {
+                let v = serde_json::from_str(&line).unwrap();
+                assert_valid_result(&v);
+                Some(v)
+            }
+        }
+    }
+
     pub fn send(&mut self, v: &Value) {
         let mut line = serde_json::to_vec(v).unwrap();
         line.push(b'\n');
@@ -378,4 +399,14 @@ pub fn zombie_children(parent: i32) -> Vec<i32> {
 /// Descriptors the process `pid` holds open.
 pub fn open_fds(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Resident set size of `pid` in KiB.
+pub fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
