@@ -29,7 +29,17 @@ import threading
 
 
 class DaemonGone(Exception):
-    """The connection closed before the answer arrived."""
+    """The connection closed before the answer arrived.
+
+    When the daemon said why before hanging up (too many connections, a
+    request line over the limit, a client that is one of its own runs),
+    its answer is in `reason` and in the message."""
+
+    def __init__(self, message, reason=None):
+        if reason is not None:
+            message = "%s: %s: %s" % (message, reason.get("error_type"), reason.get("message"))
+        super().__init__(message)
+        self.reason = reason
 
 
 class Client:
@@ -42,6 +52,7 @@ class Client:
         self._waiting = {}  # id -> [threading.Event, answer]
         self._stray = []  # answers without a usable id (unparseable requests)
         self._closed = False
+        self._close_reason = None  # the last id-less answer before the end
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
         self._reader.start()
 
@@ -63,6 +74,8 @@ class Client:
         finally:
             with self._lock:
                 self._closed = True
+                if self._stray:
+                    self._close_reason = self._stray[-1]
                 for slot in self._waiting.values():
                     slot[0].set()
 
@@ -95,16 +108,23 @@ class Client:
         event = threading.Event()
         with self._lock:
             if self._closed:
-                raise DaemonGone("connection closed")
+                raise DaemonGone("connection closed", self._close_reason)
             self._waiting[key] = [event, None]
         try:
-            self._sock.sendall(json.dumps(msg).encode() + b"\n")
+            try:
+                self._sock.sendall(json.dumps(msg).encode() + b"\n")
+            except OSError:
+                # Refused at connection time: the reason may still be on
+                # its way to the reader.
+                self._reader.join(5)
+                raise DaemonGone("connection closed", self._close_reason)
             if not event.wait(self._timeout):
                 raise TimeoutError("no answer for %r" % (request_id,))
             with self._lock:
                 answer = self._waiting[key][1]
             if answer is None:
-                raise DaemonGone("connection closed before the answer to %r" % (request_id,))
+                raise DaemonGone("connection closed before the answer to %r" % (request_id,),
+                                 self._close_reason)
             return answer
         finally:
             with self._lock:
@@ -170,6 +190,12 @@ def self_test(client, prefix):
     client.send_raw(b"not json\n")
     stray = client.next_stray()
     check(stray.get("error_type") == "INVALID_ARGUMENTS", "a non-JSON line is refused", stray)
+
+    client.send_raw(b'{"tool":"describe","tool":"run_shell","args":{"command":"touch x"}}\n')
+    stray = client.next_stray()
+    check(stray.get("error_type") == "INVALID_ARGUMENTS"
+          and stray["message"].startswith("tool: duplicate key"),
+          "a repeated key is refused", stray)
 
     # Several calls in flight on one connection.
     results = [None] * 8

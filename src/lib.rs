@@ -67,12 +67,12 @@ mod store;
 pub mod trace;
 
 pub use policy::{Decision, Policy, PolicyError, RiskLevel, Verdict};
-pub use request::{CommandSpec, RunRequest};
+pub use request::{CommandSpec, RunRequest, SessionId};
 pub use result::{ErrorType, SCHEMA_VERSION, SandboxSummary, ToolResult};
 pub use sandbox::{CancelToken, Supervisor, SupervisorOptions};
 pub use service::{
     Approval, ApprovalRequest, Approver, Checker, NeverApprover, Service, ServiceBuilder,
     ServiceError, TtyApprover,
 };
-pub use store::{Begin, SqliteStore, StateStore, StoreError};
+pub use store::{Begin, Budgets, SqliteStore, StateStore, StoreError};
 pub use trace::{TraceDir, TraceError, TraceSink, Tracer};

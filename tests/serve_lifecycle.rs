@@ -300,6 +300,14 @@ fn bad_configuration_refuses_to_start_with_125() {
     );
     assert!(!fx.socket.exists());
 
+    // Limits that would refuse everything are refused at start.
+    for flag in ["--max-connections", "--uid-budget-sessions"] {
+        let (code, err) = fx.start_fails(&[flag, "0"]);
+        assert_eq!(code, 125, "{err}");
+        assert!(err.contains(flag), "{err}");
+        assert!(!fx.socket.exists());
+    }
+
     // A socket directory others can write to is refused.
     std::fs::set_permissions(&fx.run_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let (code, err) = fx.start_fails(&[]);

@@ -130,19 +130,32 @@ fn every_malformed_input_gets_its_error_and_the_connection_keeps_working() {
         assert_eq!(r.get("id"), id.as_ref(), "{line} -> {r}");
         assert_eq!(r["recoverable"], true);
     }
-    // Over the 1 MiB line limit: refused, skipped, and the next line works.
+    let after = c.run("after", "echo still-alive");
+    assert_eq!(after["ok"], true, "{after}");
+    assert!(after["stdout"].as_str().unwrap().contains("still-alive"));
+}
+
+#[test]
+fn a_line_over_the_limit_is_answered_and_the_connection_closed() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    assert_eq!(c.run("before", "echo fine")["ok"], true);
+    // Over the 1 MiB line limit: refused, and the daemon hangs up rather
+    // than hold or skip whatever else comes.
     let huge = format!(
         r#"{{"id":8,"tool":"run_shell","args":{{"command":"echo {}"}}}}"#,
         "a".repeat(1 << 20)
     );
-    c.send_raw(format!("{huge}\n").as_bytes());
+    c.send_raw_lossy(format!("{huge}\n").as_bytes());
     let r = c.recv();
     assert_eq!(error_type(&r), "INVALID_ARGUMENTS", "{}", r["message"]);
     assert!(r["message"].as_str().unwrap().starts_with("request:"));
-
-    let after = c.run("after", "echo still-alive");
+    assert!(r.get("id").is_none(), "{r}");
+    assert!(c.recv_or_closed().is_none(), "the connection stayed open");
+    // Nothing of the line ran, and the next connection is served.
+    let after = fx.connect().run("after", "echo still-alive");
     assert_eq!(after["ok"], true, "{after}");
-    assert!(after["stdout"].as_str().unwrap().contains("still-alive"));
 }
 
 #[test]
@@ -259,4 +272,36 @@ fn python_reference_client_drives_a_session() {
     assert!(stdout.contains("self-test passed"), "{stdout}");
     // The session's mutating step really ran, once.
     assert!(fx.root.join("made-by-client.txt").exists());
+}
+
+#[test]
+fn a_request_with_a_duplicate_key_is_refused_and_runs_nothing() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    // The last `tool` would win with serde_json's default: a `describe`
+    // that runs a command.
+    for (line, field) in [
+        (
+            r#"{"id":1,"tool":"describe","tool":"run_shell","idempotency_key":"dup-key-0001","args":{"command":"touch dup-a.txt"}}"#,
+            "tool",
+        ),
+        (
+            r#"{"id":2,"tool":"run_shell","idempotency_key":"dup-key-0002","args":{"command":"echo harmless","command":"touch dup-b.txt"}}"#,
+            "args.command",
+        ),
+    ] {
+        c.send_raw(format!("{line}\n").as_bytes());
+        let r = c.recv();
+        assert_eq!(error_type(&r), "INVALID_ARGUMENTS", "{line} -> {r}");
+        let message = r["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{field}: duplicate key")),
+            "{message}"
+        );
+    }
+    assert!(!fx.root.join("dup-a.txt").exists());
+    assert!(!fx.root.join("dup-b.txt").exists());
+    // The connection goes on.
+    assert_eq!(c.run("after", "echo fine")["ok"], true);
 }

@@ -5,8 +5,10 @@
 //! happens when a client or the daemon goes away. Policy, sandbox, limits,
 //! idempotency, budgets and traces are the service's, shared with the CLI.
 
+mod peer;
 mod reaper;
 mod server;
+mod sigchld;
 mod socket;
 #[cfg(test)]
 mod tests;
@@ -26,15 +28,15 @@ use crate::sandbox::Supervisor;
 /// What the daemon asks of the layer below it. `crate::service::Service`
 /// is the real one; tests may put a stand-in behind the same transport.
 pub(crate) trait Handler: Send + Sync + 'static {
-    /// Runs one validated call to its end; blocking.
-    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult;
+    /// Runs one validated call of the peer `uid` to its end; blocking.
+    fn call(&self, uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult;
     /// The tool's JSON Schema, the policy's name and hash, and the limits.
     fn describe(&self) -> serde_json::Value;
 }
 
 impl Handler for crate::service::Service {
-    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
-        crate::service::Service::call(self, req, cancel)
+    fn call(&self, uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult {
+        crate::service::Service::call_as(self, uid, req, cancel)
     }
     fn describe(&self) -> serde_json::Value {
         crate::service::Service::describe(self)
@@ -64,6 +66,14 @@ pub struct ServeOptions {
     /// Calls waiting beyond those; more are answered BUSY at once.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
+    /// Connections open at once; another is answered BUSY and closed.
+    /// Each may hold up to one request line (1 MiB) in memory.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
+    /// How many sessions' budgets one peer uid may spend in total, across
+    /// all its session labels (see docs/protocol.md, "Sessions").
+    #[arg(long, default_value_t = crate::service::DEFAULT_UID_BUDGET_SESSIONS)]
+    pub uid_budget_sessions: u64,
     /// On SIGTERM/SIGINT, how long running calls may finish before they are
     /// cancelled.
     #[arg(long, default_value_t = 10_000)]
@@ -114,6 +124,10 @@ pub enum ServeError {
     },
     #[error("--max-concurrent must be at least 1")]
     NoSlots,
+    #[error("--max-connections must be at least 1")]
+    NoConnections,
+    #[error("--uid-budget-sessions must be at least 1")]
+    NoUidBudget,
 }
 
 impl ServeError {
@@ -181,6 +195,12 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
     };
+    if opts.max_connections == 0 {
+        return Err(ServeError::NoConnections);
+    }
+    if opts.uid_budget_sessions == 0 {
+        return Err(ServeError::NoUidBudget);
+    }
     let policy = crate::policy::Policy::load(&opts.policy)?;
     let state_dir = match &opts.state {
         Some(s) => s.clone(),
@@ -221,11 +241,14 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         grace: Duration::from_millis(opts.grace_ms),
         allowed_uids: allowed,
         limits,
+        max_connections: opts.max_connections,
+        daemon_pid: std::process::id(),
     };
     let result = runtime.block_on(async {
         // Signal handlers first: once the socket accepts, a SIGTERM must
         // mean a clean shutdown, never the default instant death.
         let shutdown = shutdown_signal()?;
+        sigchld::start(supervisor)?;
         // The runtime's threads are idle here, so the umask `bind` sets
         // for an instant affects no other file creation.
         let (std_listener, mut guard) = bind(&opts.socket, group.as_deref())?;
@@ -241,6 +264,7 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
             policy_sha256 = %policy_hash,
             max_concurrent,
             queue = opts.queue,
+            max_connections = opts.max_connections,
             "serving"
         );
         serve(listener, service.clone(), cfg, shutdown, || {
@@ -290,6 +314,7 @@ fn build_service(
             Some(TRACE_ROTATE_BYTES),
         )
         .state_dir(state_dir)
+        .uid_budget_sessions(opts.uid_budget_sessions)
         .require_idempotency(true);
     if let Some(path) = &opts.replay {
         let mode = if opts.replay_mode == "lenient" {

@@ -4,6 +4,13 @@
 //! bounded channel, so answers go out as soon as each call ends, in any
 //! order, and a client that stops reading slows only its own reader.
 //!
+//! Connections: each passes the peer checks (`admit_peer`) before a byte is
+//! read, and at most `max_connections` are open; one more is answered
+//! `BUSY` in one line and closed. A connection holds at most one request
+//! line of input (`max_line_bytes`): a longer one is answered and the
+//! connection closed, so what clients can make the daemon hold is bounded
+//! by the two.
+//!
 //! Admission: at most `max_concurrent` calls run, at most `queue` more wait;
 //! beyond that a request is answered `BUSY` at once. Waiting and running
 //! calls watch two signals: the client vanishing and the daemon's hard
@@ -34,6 +41,10 @@ pub(crate) struct ServerConfig {
     /// Peer uids accepted (already resolved: never empty).
     pub allowed_uids: Vec<u32>,
     pub limits: RequestLimits,
+    /// Connections open at once; more are answered `BUSY` and closed.
+    pub max_connections: usize,
+    /// The daemon's pid: peers that are its own runs are refused.
+    pub daemon_pid: u32,
 }
 
 struct Shared<H> {
@@ -51,6 +62,8 @@ struct Shared<H> {
     /// Set when connections must stop reading and close.
     closing: watch::Sender<bool>,
     next_conn: AtomicU64,
+    /// Connections being served.
+    open: AtomicUsize,
 }
 
 impl<H: Handler> Shared<H> {
@@ -97,6 +110,7 @@ pub(crate) async fn serve<H: Handler>(
         hard_stop: watch::channel(false).0,
         closing: watch::channel(false).0,
         next_conn: AtomicU64::new(1),
+        open: AtomicUsize::new(0),
     });
     let mut conns = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -106,8 +120,13 @@ pub(crate) async fn serve<H: Handler>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-                    if let Some(stream) = admit_peer(&shared, stream, conn) {
-                        conns.spawn(connection(shared.clone(), stream, conn));
+                    match admit_peer(&shared, &stream, conn) {
+                        Admission::Serve(uid) => {
+                            shared.open.fetch_add(1, Ordering::AcqRel);
+                            conns.spawn(connection(shared.clone(), stream, conn, uid));
+                        }
+                        Admission::Refuse(r) => refuse(stream, &r),
+                        Admission::Drop => {}
                     }
                 }
                 Err(e) => {
@@ -162,26 +181,79 @@ async fn drain<H: Handler>(shared: &Shared<H>) {
     shared.closing.send_replace(true);
 }
 
-fn admit_peer<H: Handler>(shared: &Shared<H>, stream: UnixStream, conn: u64) -> Option<UnixStream> {
-    match stream.peer_cred() {
-        Ok(cred) if shared.cfg.allowed_uids.contains(&cred.uid()) => {
-            tracing::debug!(conn, uid = cred.uid(), pid = ?cred.pid(), "connection accepted");
-            Some(stream)
-        }
-        Ok(cred) => {
-            tracing::warn!(conn, uid = cred.uid(), pid = ?cred.pid(), "connection refused: peer uid not allowed");
-            None
-        }
+/// What becomes of a new connection.
+enum Admission {
+    /// Served, for this peer uid.
+    Serve(u32),
+    /// Answered this one line, then closed.
+    Refuse(Box<ToolResult>),
+    /// Closed without a word (a peer that may not talk to the daemon at
+    /// all learns nothing from it).
+    Drop,
+}
+
+/// The checks every connection passes before a byte is read: the peer's
+/// uid, that it is not one of the daemon's own runs, and room for one more
+/// connection.
+fn admit_peer<H: Handler>(shared: &Shared<H>, stream: &UnixStream, conn: u64) -> Admission {
+    let cred = match stream.peer_cred() {
+        Ok(cred) => cred,
         Err(e) => {
             tracing::warn!(conn, error = %e, "connection refused: peer credentials unavailable");
-            None
+            return Admission::Drop;
         }
+    };
+    let (uid, pid) = (cred.uid(), cred.pid());
+    if !shared.cfg.allowed_uids.contains(&uid) {
+        tracing::warn!(conn, uid, pid = ?pid, "connection refused: peer uid not allowed");
+        return Admission::Drop;
+    }
+    if let Some(why) = super::peer::refusal(pid.unwrap_or(0), shared.cfg.daemon_pid) {
+        tracing::warn!(conn, uid, pid = ?pid, reason = %why, "connection refused: the peer is one of this daemon's runs");
+        return Admission::Refuse(Box::new(ToolResult::refusal(
+            shared.call_id(),
+            ErrorType::PermissionDenied,
+            format!(
+                "connection refused: {why}. Commands this daemon runs may not call it; \
+                 nothing was run."
+            ),
+        )));
+    }
+    let open = shared.open.load(Ordering::Acquire);
+    if open >= shared.cfg.max_connections {
+        tracing::warn!(conn, uid, pid = ?pid, open, "connection refused: too many connections");
+        return Admission::Refuse(Box::new(ToolResult::refusal(
+            shared.call_id(),
+            ErrorType::Busy,
+            format!(
+                "connection refused: {} connections are open, the most this daemon takes; \
+                 close one or retry later",
+                shared.cfg.max_connections
+            ),
+        )));
+    }
+    tracing::debug!(conn, uid, pid = ?pid, "connection accepted");
+    Admission::Serve(uid)
+}
+
+/// Writes `r` as one line and closes, without waiting: the socket is new,
+/// so its buffer has room for the line; if not, the peer gets no answer.
+fn refuse(stream: UnixStream, r: &ToolResult) {
+    use std::io::Write;
+    let Ok(mut line) = serde_json::to_vec(r) else {
+        return;
+    };
+    line.push(b'\n');
+    if let Ok(mut s) = stream.into_std() {
+        let _ = s.write(&line);
     }
 }
 
 /// Per-connection state shared with its calls.
 struct Conn {
     id: u64,
+    /// The peer's uid (`SO_PEERCRED`): whose calls these are.
+    uid: u32,
     tx: mpsc::Sender<Vec<u8>>,
     /// Set when the client is gone (hung up, or a write failed).
     gone: watch::Sender<bool>,
@@ -189,18 +261,36 @@ struct Conn {
     done: Notify,
 }
 
-async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64) {
+/// Bytes read from a connection at a time. Small, since every connection
+/// holds one whatever it sends; a long line simply takes more reads.
+const READ_BUF: usize = 8 << 10;
+/// A line buffer that grew past this is given back after its line, so an
+/// idle connection does not keep the memory of its longest request.
+const KEEP_LINE_CAPACITY: usize = 64 << 10;
+
+/// Counts a connection as open for as long as its task lives.
+struct OpenGuard<'a>(&'a AtomicUsize);
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64, uid: u32) {
+    let _open = OpenGuard(&shared.open);
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel(256);
     let conn = Arc::new(Conn {
         id,
+        uid,
         tx,
         gone: watch::channel(false).0,
         inflight: AtomicUsize::new(0),
         done: Notify::new(),
     });
     let writer = tokio::spawn(write_loop(wr, rx, conn.gone.clone()));
-    let mut reader = BufReader::with_capacity(64 << 10, rd);
+    let mut reader = BufReader::with_capacity(READ_BUF, rd);
     let mut line = Vec::new();
     let mut closing = shared.closing.subscribe();
     let mut gone = conn.gone.subscribe();
@@ -216,18 +306,25 @@ async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: 
                     conn.gone.send_replace(true);
                     break;
                 }
-                Ok(Line::TooLong(n)) => {
-                    let mut r = ToolResult::refusal(shared.call_id(), ErrorType::InvalidArguments, format!(
-                        "request: line is over {} bytes (at least {n}); it was skipped",
+                Ok(Line::TooLong) => {
+                    // Reading on would mean holding, or skipping, whatever
+                    // the client sends: answer and hang up instead.
+                    let r = ToolResult::refusal(shared.call_id(), ErrorType::InvalidArguments, format!(
+                        "request: line is over {} bytes; the connection is closed",
                         shared.cfg.limits.max_line_bytes
                     ));
-                    r.id = None;
                     respond(&conn, r, "unknown", Instant::now()).await;
+                    tracing::info!(conn = id, "line over the limit: closing the connection");
+                    conn.gone.send_replace(true);
+                    break;
                 }
                 Ok(Line::Data) => {
                     let trimmed = line.strip_suffix(b"\r").unwrap_or(&line);
                     if !trimmed.iter().all(u8::is_ascii_whitespace) {
                         dispatch(&shared, &conn, trimmed).await;
+                    }
+                    if line.capacity() > KEEP_LINE_CAPACITY {
+                        line = Vec::new();
                     }
                 }
             }
@@ -407,7 +504,8 @@ async fn run_call<H: Handler>(
     // The blocking thread stays inside `call` until the command and all its
     // descendants are gone, so the thread a child was forked from (which
     // PDEATHSIG follows) outlives that child.
-    let mut job = tokio::task::spawn_blocking(move || handler.call(req, &call_token));
+    let uid = conn.uid;
+    let mut job = tokio::task::spawn_blocking(move || handler.call(uid, req, &call_token));
     let joined = loop {
         tokio::select! {
             j = &mut job => break j,
@@ -474,28 +572,24 @@ async fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
 enum Line {
     /// A complete line (without its newline) is in the buffer.
     Data,
-    /// A line over the limit was skipped; at least this many bytes.
-    TooLong(usize),
+    /// The line goes on past the limit; nothing more was read after the
+    /// limit was crossed.
+    TooLong,
     Eof,
 }
 
-/// Reads one line into `buf` without ever holding more than `max` bytes of
-/// it: an over-long line is skipped to its end and reported, and the
-/// connection goes on with the next one.
+/// Reads one line into `buf`, never holding more than `max` bytes of it.
 async fn read_line_limited<R: AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     max: usize,
 ) -> std::io::Result<Line> {
     buf.clear();
-    let mut skipped = 0usize;
     loop {
         let avail = r.fill_buf().await?;
         if avail.is_empty() {
             // A last line without a newline still counts.
-            return Ok(if skipped > 0 {
-                Line::TooLong(skipped)
-            } else if buf.is_empty() {
+            return Ok(if buf.is_empty() {
                 Line::Eof
             } else {
                 Line::Data
@@ -505,20 +599,14 @@ async fn read_line_limited<R: AsyncBufRead + Unpin>(
             Some(i) => (&avail[..i], Some(i + 1)),
             None => (avail, None),
         };
-        if skipped > 0 || buf.len() + chunk.len() > max {
-            skipped += buf.len() + chunk.len();
-            buf.clear();
-        } else {
-            buf.extend_from_slice(chunk);
+        if buf.len() + chunk.len() > max {
+            return Ok(Line::TooLong);
         }
+        buf.extend_from_slice(chunk);
         let used = found.unwrap_or(avail.len());
         r.consume(used);
         if found.is_some() {
-            return Ok(if skipped > 0 {
-                Line::TooLong(skipped)
-            } else {
-                Line::Data
-            });
+            return Ok(Line::Data);
         }
     }
 }
@@ -527,7 +615,7 @@ async fn read_line_limited<R: AsyncBufRead + Unpin>(
 mod tests {
     use super::*;
 
-    async fn lines(input: &[u8], max: usize) -> Vec<Result<String, usize>> {
+    async fn lines(input: &[u8], max: usize) -> Vec<Result<String, ()>> {
         let mut r = BufReader::with_capacity(4, input);
         let mut buf = Vec::new();
         let mut out = Vec::new();
@@ -535,25 +623,47 @@ mod tests {
             match read_line_limited(&mut r, &mut buf, max).await.unwrap() {
                 Line::Eof => return out,
                 Line::Data => out.push(Ok(String::from_utf8(buf.clone()).unwrap())),
-                Line::TooLong(n) => out.push(Err(n)),
+                Line::TooLong => {
+                    out.push(Err(()));
+                    return out;
+                }
             }
         }
     }
 
     #[tokio::test]
-    async fn long_lines_are_skipped_and_reading_goes_on() {
-        let got = lines(b"ab\n0123456789\ncd\nlast", 5).await;
+    async fn lines_are_read_until_one_is_over_the_limit() {
+        let got = lines(b"ab\ncd\nlast", 5).await;
         assert_eq!(
             got,
-            vec![Ok("ab".into()), Err(10), Ok("cd".into()), Ok("last".into())]
+            vec![Ok("ab".into()), Ok("cd".into()), Ok("last".into())]
         );
+        let got = lines(b"ab\n0123456789\ncd\n", 5).await;
+        assert_eq!(got, vec![Ok("ab".into()), Err(())]);
     }
 
     #[tokio::test]
     async fn a_line_exactly_at_the_limit_is_kept() {
         assert_eq!(
             lines(b"12345\n123456\n", 5).await,
-            vec![Ok("12345".into()), Err(6)]
+            vec![Ok("12345".into()), Err(())]
         );
+        // Without a newline too: what is held never passes the limit.
+        assert_eq!(lines(b"123456", 5).await, vec![Err(())]);
+    }
+
+    #[tokio::test]
+    async fn the_buffer_never_holds_more_than_the_limit() {
+        // One byte short of the limit, then more without a newline: the
+        // excess is refused before it is copied.
+        let mut input = vec![b'x'; 1000];
+        input.extend_from_slice(&[b'y'; 5000]);
+        let mut r = BufReader::with_capacity(64, &input[..]);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line_limited(&mut r, &mut buf, 1001).await.unwrap(),
+            Line::TooLong
+        ));
+        assert!(buf.len() <= 1001, "{}", buf.len());
     }
 }

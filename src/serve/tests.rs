@@ -25,7 +25,7 @@ struct Stub {
 }
 
 impl Handler for Stub {
-    fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
+    fn call(&self, _uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult {
         self.started.fetch_add(1, Ordering::SeqCst);
         let CommandSpec::Shell(cmd) = req.command else {
             unreachable!("the wire only makes shell commands")
@@ -66,6 +66,8 @@ fn start(max_concurrent: usize, queue: usize, grace_ms: u64) -> Running {
         grace: Duration::from_millis(grace_ms),
         allowed_uids: vec![nix::unistd::geteuid().as_raw()],
         limits: RequestLimits::default(),
+        max_connections: 16,
+        daemon_pid: std::process::id(),
     };
     let done = tokio::spawn(serve(
         listener,

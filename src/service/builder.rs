@@ -12,7 +12,7 @@ use super::schema::tool_schema_sha256;
 use super::{Replay, Service};
 use crate::policy::{Enforcement, Policy, SandboxPolicy};
 use crate::sandbox::{self, Sandbox, Supervisor};
-use crate::store::{SqliteStore, StateStore, StoreError};
+use crate::store::{Budgets, SqliteStore, StateStore, StoreError};
 use crate::trace::{
     self, ReplayMode, Replayer, TraceDir, TraceError, TraceHeader, TraceOptions, TraceSink, Tracer,
 };
@@ -77,11 +77,15 @@ pub struct ServiceBuilder {
     policy: Policy,
     root: PathBuf,
     state: Option<StoreTarget>,
+    uid_budget_sessions: u64,
     require_idempotency: bool,
     approver: Box<dyn Approver>,
     trace: Option<TraceTarget>,
     replay: Option<ReplaySource>,
 }
+
+/// How many sessions' budgets one uid may spend together, unless told.
+pub const DEFAULT_UID_BUDGET_SESSIONS: u64 = 4;
 
 impl ServiceBuilder {
     pub(super) fn new(policy: Policy, root: PathBuf) -> ServiceBuilder {
@@ -89,6 +93,7 @@ impl ServiceBuilder {
             policy,
             root,
             state: None,
+            uid_budget_sessions: DEFAULT_UID_BUDGET_SESSIONS,
             require_idempotency: false,
             approver: Box::new(NeverApprover),
             trace: None,
@@ -106,6 +111,16 @@ impl ServiceBuilder {
     /// Keep idempotency keys and budgets in another [`StateStore`].
     pub fn store(mut self, store: Arc<dyn StateStore>) -> Self {
         self.state = Some(StoreTarget::Store(store));
+        self
+    }
+
+    /// How many sessions' budgets (the policy's `[budget]`) one uid may
+    /// spend across all its session labels together (default
+    /// [`DEFAULT_UID_BUDGET_SESSIONS`]; at least 1). Labels are chosen by
+    /// the client, so without this bound a new label would be a new
+    /// budget.
+    pub fn uid_budget_sessions(mut self, sessions: u64) -> Self {
+        self.uid_budget_sessions = sessions.max(1);
         self
     }
 
@@ -193,12 +208,14 @@ impl ServiceBuilder {
             None => None,
         };
         let base_env = BaseEnv::from_policy(&self.policy);
+        let budgets = Budgets::per_uid_sessions(&self.policy.budget, self.uid_budget_sessions);
         let policy = Arc::new(self.policy);
         Ok(Service {
             checker: Checker::new(policy.clone(), root),
             policy,
             sandbox,
             store,
+            budgets,
             require_idempotency: self.require_idempotency,
             approver: self.approver,
             trace,

@@ -9,7 +9,7 @@ use super::Service;
 use super::approve::ApprovalRequest;
 use super::refusal::Refusal;
 use crate::policy::{Decision, Verdict};
-use crate::request::RunRequest;
+use crate::request::{RunRequest, SessionId};
 use crate::result::ToolResult;
 use crate::store::Begin;
 use crate::trace::ReplayAnswer;
@@ -18,6 +18,7 @@ use crate::trace::ReplayAnswer;
 pub(crate) struct GateCall<'a> {
     pub(crate) call_id: &'a str,
     pub(crate) req: &'a RunRequest,
+    pub(crate) session: &'a SessionId,
     pub(crate) args_hash: &'a str,
     pub(crate) cwd: &'a Path,
     pub(crate) decision: &'a Decision,
@@ -60,13 +61,7 @@ impl Service {
         self.replay_gate(call)?;
         let (asked, approved) = self.ask_approval(call);
         if let Some(t) = &self.trace {
-            t.policy_decision(
-                call.call_id,
-                call.req.session.as_deref(),
-                call.decision,
-                asked,
-                approved,
-            );
+            t.policy_decision(call.call_id, call.session, call.decision, asked, approved);
         }
         verdict_gate(call.decision, asked, approved)?;
         let mutating = !call.decision.read_only;
@@ -75,7 +70,7 @@ impl Service {
         } else {
             None
         };
-        if mutating && let Err(refusal) = self.budget_gate(call.req) {
+        if mutating && let Err(refusal) = self.budget_gate(call.session) {
             return Err(Stop::Refused { refusal, reserved });
         }
         Ok(Pass {
@@ -93,13 +88,7 @@ impl Service {
             ReplayAnswer::Recorded(mut recorded) => {
                 recorded.call_id = call.call_id.to_string();
                 if let Some(t) = &self.trace {
-                    t.policy_decision(
-                        call.call_id,
-                        call.req.session.as_deref(),
-                        call.decision,
-                        false,
-                        None,
-                    );
+                    t.policy_decision(call.call_id, call.session, call.decision, false, None);
                 }
                 Err(Stop::Answer(Box::new(recorded)))
             }
@@ -137,7 +126,7 @@ impl Service {
         let (Some(store), Some(key)) = (&self.store, key) else {
             return Ok(None);
         };
-        match store.begin(key, call.args_hash) {
+        match store.begin(call.session, key, call.args_hash) {
             Ok(Begin::Fresh) => Ok(Some(key)),
             Ok(Begin::Duplicate(mut stored)) => {
                 stored.duplicate = true;
@@ -151,21 +140,16 @@ impl Service {
         }
     }
 
-    fn budget_gate(&self, req: &RunRequest) -> Result<(), Refusal> {
+    fn budget_gate(&self, session: &SessionId) -> Result<(), Refusal> {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        match store.budget_check(session_of(req), &self.policy.budget) {
+        match store.budget_check(session, &self.budgets) {
             Ok(None) => Ok(()),
             Ok(Some(reason)) => Err(Refusal::BudgetExhausted(reason)),
             Err(e) => Err(Refusal::Internal(format!("state store: {e}"))),
         }
     }
-}
-
-/// Budgets and per-session traces group calls without a session here.
-pub(crate) fn session_of(req: &RunRequest) -> &str {
-    req.session.as_deref().unwrap_or("default")
 }
 
 /// Only `allow`, or `require_approval` with a yes, goes on.

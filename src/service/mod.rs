@@ -36,19 +36,22 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 pub use approve::{Approval, ApprovalRequest, Approver, NeverApprover, TtyApprover};
-pub use builder::{ServiceBuilder, ServiceError, sandbox_config, trace_header, trace_options};
+pub use builder::{
+    DEFAULT_UID_BUDGET_SESSIONS, ServiceBuilder, ServiceError, sandbox_config, trace_header,
+    trace_options,
+};
 pub use check::Checker;
 pub use ids::next_call_id;
 pub use schema::{args_json, tool_schema, tool_schema_sha256};
 
 use crate::policy::Policy;
-use crate::request::RunRequest;
+use crate::request::{RunRequest, SessionId};
 use crate::result::ToolResult;
 use crate::sandbox::CancelToken;
 use crate::sandbox::Sandbox;
-use crate::store::StateStore;
+use crate::store::{Budgets, StateStore};
 use crate::trace::{self, Replayer, TraceSink};
-use gate::{GateCall, Pass, Stop, session_of};
+use gate::{GateCall, Pass, Stop};
 use invocation::BaseEnv;
 use outcome::RunContext;
 
@@ -74,6 +77,9 @@ pub struct Service {
     policy: Arc<Policy>,
     sandbox: Sandbox,
     store: Option<Arc<dyn StateStore>>,
+    /// The policy's budget per session, and what a uid may spend across
+    /// its sessions.
+    budgets: Budgets,
     require_idempotency: bool,
     approver: Box<dyn Approver>,
     trace: Option<Arc<dyn TraceSink>>,
@@ -89,21 +95,31 @@ impl Service {
         ServiceBuilder::new(policy, root.into())
     }
 
-    /// Runs one call through the whole pipeline. Never panics on input;
-    /// every outcome, including refusals and internal failures, is a
-    /// `ToolResult`. `cancel` stops the command and all its descendants.
+    /// Runs one call through the whole pipeline, as a call of this
+    /// process's own (effective) uid. Never panics on input; every outcome,
+    /// including refusals and internal failures, is a `ToolResult`.
+    /// `cancel` stops the command and all its descendants.
     pub fn call(&self, req: RunRequest, cancel: &CancelToken) -> ToolResult {
+        self.call_as(nix::unistd::geteuid().as_raw(), req, cancel)
+    }
+
+    /// [`call`](Service::call) on behalf of the caller `uid`, as the
+    /// transport established it (the daemon reads the peer's credentials
+    /// from the kernel). The call's session is that uid with the request's
+    /// label ([`SessionId`]): idempotency keys, budgets and per-session
+    /// traces are kept per session, and budgets per uid as well.
+    pub fn call_as(&self, uid: u32, req: RunRequest, cancel: &CancelToken) -> ToolResult {
         let call_id = next_call_id();
         let args = args_json(&req);
         let args_hash = trace::args_hash(&args);
-        let session = req.session.as_deref();
+        let session = SessionId::new(uid, req.session.as_deref());
         if let Some(t) = &self.trace {
             let deadline_ms = req.timeout_ms.unwrap_or(self.policy.limits.timeout_ms);
-            t.tool_call(&call_id, session, "run_shell", &args, deadline_ms);
+            t.tool_call(&call_id, &session, "run_shell", &args, deadline_ms);
         }
-        let result = self.pipeline(&call_id, &req, &args_hash, cancel);
+        let result = self.pipeline(&call_id, &req, &session, &args_hash, cancel);
         if let Some(t) = &self.trace {
-            t.tool_result(&call_id, session, &result);
+            t.tool_result(&call_id, &session, &result);
         }
         result
     }
@@ -113,6 +129,7 @@ impl Service {
         &self,
         call_id: &str,
         req: &RunRequest,
+        session: &SessionId,
         args_hash: &str,
         cancel: &CancelToken,
     ) -> ToolResult {
@@ -124,6 +141,7 @@ impl Service {
         let call = GateCall {
             call_id,
             req,
+            session,
             args_hash,
             cwd: &checked.cwd,
             decision,
@@ -133,7 +151,7 @@ impl Service {
             Err(Stop::Answer(r)) => return *r,
             Err(Stop::Refused { refusal, reserved }) => {
                 let r = refusal.into_result(call_id, Some(decision));
-                self.settle_key(reserved, args_hash, &r);
+                self.settle_key(session, reserved, args_hash, &r);
                 return r;
             }
         };
@@ -154,25 +172,31 @@ impl Service {
             Err(refusal) => refusal.into_result(call_id, Some(decision)),
         };
         result.approved = pass.approved;
-        self.settle(&pass, req, args_hash, &result);
+        self.settle(&pass, session, args_hash, &result);
         result
     }
 
     /// After a run (or a refusal at the invocation stage): charge the
     /// session and store the result under the call's key.
-    fn settle(&self, pass: &Pass<'_>, req: &RunRequest, args_hash: &str, result: &ToolResult) {
+    fn settle(&self, pass: &Pass<'_>, session: &SessionId, args_hash: &str, result: &ToolResult) {
         if pass.mutating
             && let Some(store) = &self.store
-            && let Err(e) = store.budget_charge(session_of(req), true, result.duration_ms)
+            && let Err(e) = store.budget_charge(session, true, result.duration_ms)
         {
             tracing::error!(error = %e, "cannot charge the session budget");
         }
-        self.settle_key(pass.reserved, args_hash, result);
+        self.settle_key(session, pass.reserved, args_hash, result);
     }
 
-    fn settle_key(&self, reserved: Option<&str>, args_hash: &str, result: &ToolResult) {
+    fn settle_key(
+        &self,
+        session: &SessionId,
+        reserved: Option<&str>,
+        args_hash: &str,
+        result: &ToolResult,
+    ) {
         if let (Some(store), Some(key)) = (&self.store, reserved)
-            && let Err(e) = store.finish(key, args_hash, result)
+            && let Err(e) = store.finish(session, key, args_hash, result)
         {
             tracing::error!(error = %e, "cannot store the idempotent result");
         }

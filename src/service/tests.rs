@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::*;
-use crate::policy::{BudgetPolicy, Decision, Verdict};
+use crate::policy::{Decision, Verdict};
+use crate::request::SessionId;
 use crate::result::ErrorType;
-use crate::store::{Begin, StoreError};
+use crate::store::{Begin, Budgets, StoreError};
 
 /// One supervisor for the test binary, as a real process has.
 fn supervisor() -> &'static crate::sandbox::Supervisor {
@@ -135,7 +136,7 @@ struct Memory {
 }
 
 impl StateStore for Memory {
-    fn begin(&self, key: &str, args_hash: &str) -> Result<Begin, StoreError> {
+    fn begin(&self, _: &SessionId, key: &str, args_hash: &str) -> Result<Begin, StoreError> {
         let mut keys = self.keys.lock().unwrap();
         Ok(match keys.get(key) {
             None => {
@@ -149,7 +150,13 @@ impl StateStore for Memory {
             Some((_, None)) => Begin::InFlight,
         })
     }
-    fn finish(&self, key: &str, _args_hash: &str, result: &ToolResult) -> Result<(), StoreError> {
+    fn finish(
+        &self,
+        _: &SessionId,
+        key: &str,
+        _args_hash: &str,
+        result: &ToolResult,
+    ) -> Result<(), StoreError> {
         match self.keys.lock().unwrap().get_mut(key) {
             Some(slot) => {
                 slot.1 = Some(result.clone());
@@ -158,16 +165,19 @@ impl StateStore for Memory {
             None => Err(StoreError::NotReserved { key: key.into() }),
         }
     }
-    fn budget_check(&self, session: &str, _: &BudgetPolicy) -> Result<Option<String>, StoreError> {
+    fn budget_check(&self, session: &SessionId, _: &Budgets) -> Result<Option<String>, StoreError> {
         Ok(self
             .spent
             .lock()
             .unwrap()
-            .then(|| format!("session {session} is out of budget")))
+            .then(|| format!("session {} is out of budget", session.label_or_default())))
     }
-    fn budget_charge(&self, session: &str, mutating: bool, _: u64) -> Result<(), StoreError> {
+    fn budget_charge(&self, session: &SessionId, mutating: bool, _: u64) -> Result<(), StoreError> {
         assert!(mutating);
-        self.charged.lock().unwrap().push((session.into(), 1));
+        self.charged
+            .lock()
+            .unwrap()
+            .push((session.label_or_default().into(), 1));
         Ok(())
     }
 }
@@ -225,16 +235,17 @@ fn a_state_store_keeps_keys_and_budgets_for_mutating_calls_only() {
 struct Events(Mutex<Vec<String>>);
 
 impl TraceSink for Events {
-    fn tool_call(&self, id: &str, session: Option<&str>, tool: &str, args: &Value, _: u64) {
+    fn tool_call(&self, id: &str, session: &SessionId, tool: &str, args: &Value, _: u64) {
+        let label = session.label();
         self.0
             .lock()
             .unwrap()
-            .push(format!("call {id} {session:?} {tool} {args}"));
+            .push(format!("call {id} {label:?} {tool} {args}"));
     }
     fn policy_decision(
         &self,
         id: &str,
-        _: Option<&str>,
+        _: &SessionId,
         d: &Decision,
         asked: bool,
         approved: Option<bool>,
@@ -244,7 +255,7 @@ impl TraceSink for Events {
             .unwrap()
             .push(format!("decision {id} {} {asked} {approved:?}", d.rule));
     }
-    fn tool_result(&self, id: &str, _: Option<&str>, r: &ToolResult) {
+    fn tool_result(&self, id: &str, _: &SessionId, r: &ToolResult) {
         self.0
             .lock()
             .unwrap()

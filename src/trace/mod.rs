@@ -36,7 +36,7 @@ pub use redact::{REDACTED, Redactor, is_secret_name};
 pub use replay::{KeyUsage, ReplayAnswer, ReplayMode, ReplaySummary, Replayer, unrecorded_result};
 pub use sink::TraceSink;
 pub use story::story;
-pub use writer::{TraceDir, Tracer};
+pub use writer::{MAX_OPEN_SESSION_TRACES, TraceDir, Tracer};
 
 /// What the caller knows about the run; the writer adds the agent-exec
 /// version, kernel release, start time and run id.

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use super::writer::{TraceDir, Tracer};
 use crate::policy::Decision;
+use crate::request::SessionId;
 use crate::result::ToolResult;
 
 /// Receives the evidence of every call a service handles, in order: one
@@ -21,7 +22,7 @@ pub trait TraceSink: Send + Sync {
     fn tool_call(
         &self,
         call_id: &str,
-        session: Option<&str>,
+        session: &SessionId,
         tool: &str,
         args: &Value,
         deadline_ms: u64,
@@ -32,32 +33,32 @@ pub trait TraceSink: Send + Sync {
     fn policy_decision(
         &self,
         call_id: &str,
-        session: Option<&str>,
+        session: &SessionId,
         decision: &Decision,
         approval_asked: bool,
         approved: Option<bool>,
     );
 
     /// The call's one answer.
-    fn tool_result(&self, call_id: &str, session: Option<&str>, result: &ToolResult);
+    fn tool_result(&self, call_id: &str, session: &SessionId, result: &ToolResult);
 }
 
 impl TraceSink for Tracer {
     fn tool_call(
         &self,
         call_id: &str,
-        session: Option<&str>,
+        session: &SessionId,
         tool: &str,
         args: &Value,
         deadline_ms: u64,
     ) {
-        Tracer::tool_call(self, call_id, session, tool, args, deadline_ms);
+        Tracer::tool_call(self, call_id, session.label(), tool, args, deadline_ms);
     }
 
     fn policy_decision(
         &self,
         call_id: &str,
-        _session: Option<&str>,
+        _session: &SessionId,
         decision: &Decision,
         approval_asked: bool,
         approved: Option<bool>,
@@ -65,32 +66,32 @@ impl TraceSink for Tracer {
         Tracer::policy_decision(self, call_id, decision, approval_asked, approved);
     }
 
-    fn tool_result(&self, call_id: &str, _session: Option<&str>, result: &ToolResult) {
+    fn tool_result(&self, call_id: &str, _session: &SessionId, result: &ToolResult) {
         Tracer::tool_result(self, call_id, result);
     }
 }
 
-/// Each event goes to its session's file (`default` without a session).
+/// Each event goes to its session's file (`default` without a label).
 /// A file that cannot be opened loses its events, with a logged error, and
 /// the call goes on.
 impl TraceSink for TraceDir {
     fn tool_call(
         &self,
         call_id: &str,
-        session: Option<&str>,
+        session: &SessionId,
         tool: &str,
         args: &Value,
         deadline_ms: u64,
     ) {
         if let Some(t) = self.session_tracer(session) {
-            t.tool_call(call_id, session, tool, args, deadline_ms);
+            t.tool_call(call_id, session.label(), tool, args, deadline_ms);
         }
     }
 
     fn policy_decision(
         &self,
         call_id: &str,
-        session: Option<&str>,
+        session: &SessionId,
         decision: &Decision,
         approval_asked: bool,
         approved: Option<bool>,
@@ -100,7 +101,7 @@ impl TraceSink for TraceDir {
         }
     }
 
-    fn tool_result(&self, call_id: &str, session: Option<&str>, result: &ToolResult) {
+    fn tool_result(&self, call_id: &str, session: &SessionId, result: &ToolResult) {
         if let Some(t) = self.session_tracer(session) {
             t.tool_result(call_id, result);
         }
@@ -108,8 +109,8 @@ impl TraceSink for TraceDir {
 }
 
 impl TraceDir {
-    fn session_tracer(&self, session: Option<&str>) -> Option<std::sync::Arc<Tracer>> {
-        match self.for_session(session.unwrap_or("default")) {
+    fn session_tracer(&self, session: &SessionId) -> Option<std::sync::Arc<Tracer>> {
+        match self.tracer_for(session) {
             Ok(t) => Some(t),
             Err(e) => {
                 tracing::error!(error = %e, "cannot open the session trace");
@@ -135,7 +136,12 @@ mod tests {
     }
 
     /// Drives one call through a sink the way the service does.
-    fn one_call(sink: &dyn TraceSink, call_id: &str, session: Option<&str>) {
+    fn one_call(sink: &dyn TraceSink, call_id: &str, label: Option<&str>) {
+        let me = nix::unistd::geteuid().as_raw();
+        one_call_as(sink, call_id, &SessionId::new(me, label));
+    }
+
+    fn one_call_as(sink: &dyn TraceSink, call_id: &str, session: &SessionId) {
         let decision = Decision {
             verdict: Verdict::Allow,
             rule: "r".into(),
@@ -182,5 +188,58 @@ mod tests {
         one_call(&t, "c1", Some("s"));
         one_call(&t, "c2", None);
         assert_eq!(read_trace(&path).unwrap().events.len(), 7);
+    }
+
+    #[test]
+    fn other_uids_trace_apart_from_the_owner_under_the_same_label() {
+        let dir = tempfile::tempdir().unwrap();
+        let td = TraceDir::open(dir.path(), header(), TraceOptions::default()).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let other = me.wrapping_add(1);
+        one_call_as(&td, "mine", &SessionId::new(me, Some("work")));
+        one_call_as(&td, "theirs", &SessionId::new(other, Some("work")));
+        let mine = std::fs::read_to_string(dir.path().join("work.jsonl")).unwrap();
+        let theirs =
+            std::fs::read_to_string(dir.path().join(format!("uid-{other}/work.jsonl"))).unwrap();
+        assert!(mine.contains("\"mine\"") && !mine.contains("\"theirs\""));
+        assert!(theirs.contains("\"theirs\"") && !theirs.contains("\"mine\""));
+    }
+
+    #[test]
+    fn open_session_traces_are_bounded_and_reopen_where_they_left_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = TraceOptions {
+            rotate_bytes: Some(600),
+            ..TraceOptions::default()
+        };
+        let td = TraceDir::open(dir.path(), header(), opts)
+            .unwrap()
+            .with_max_open(3);
+        // Enough calls for the first session to rotate.
+        for n in 0..4 {
+            one_call(&td, &format!("first-{n}"), Some("s0"));
+        }
+        let rotated = td.session_path("s0").with_file_name("s0.1.jsonl");
+        assert!(rotated.exists());
+        for n in 1..50 {
+            one_call(&td, &format!("c{n}"), Some(&format!("s{n}")));
+            assert!(td.open_count() <= 3, "{}", td.open_count());
+        }
+        // The least recently used went first; the last ones are open.
+        one_call(&td, "again", Some("s0"));
+        assert_eq!(td.open_count(), 3);
+        let last = (1..)
+            .map(|k| dir.path().join(format!("s0.{k}.jsonl")))
+            .take_while(|p| p.exists())
+            .last()
+            .unwrap();
+        let text = std::fs::read_to_string(&last).unwrap();
+        assert!(
+            text.contains("\"again\""),
+            "the reopened trace went on in its last segment, {}",
+            last.display()
+        );
+        let first = std::fs::read_to_string(td.session_path("s0")).unwrap();
+        assert!(!first.contains("\"again\""), "{first}");
     }
 }

@@ -18,6 +18,7 @@ use super::redact::Redactor;
 use super::time::{now_unix_ms, rfc3339};
 use super::{TraceError, TraceHeader, TraceOptions, args_hash};
 use crate::policy::Decision;
+use crate::request::SessionId;
 use crate::result::ToolResult;
 
 /// Characters of redacted arguments kept in `args_preview`.
@@ -68,6 +69,31 @@ impl Tracer {
         header: TraceHeader,
         opts: TraceOptions,
     ) -> Result<Tracer, TraceError> {
+        Tracer::open_segment(path, 0, header, opts)
+    }
+
+    /// Like [`create`](Tracer::create), but goes on in the last segment
+    /// an earlier writer of `path` rotated to, so a trace reopened after
+    /// rotation keeps its segments in order.
+    pub(crate) fn resume(
+        path: &Path,
+        header: TraceHeader,
+        opts: TraceOptions,
+    ) -> Result<Tracer, TraceError> {
+        let mut segment = 0;
+        while segment_path(path, segment + 1).exists() {
+            segment += 1;
+        }
+        Tracer::open_segment(path, segment, header, opts)
+    }
+
+    fn open_segment(
+        base: &Path,
+        segment: u32,
+        header: TraceHeader,
+        opts: TraceOptions,
+    ) -> Result<Tracer, TraceError> {
+        let path = &segment_path(base, segment);
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .map_err(|e| TraceError::io("create the directory of", path, e))?;
@@ -80,9 +106,9 @@ impl Tracer {
         let tracer = Tracer {
             inner: Mutex::new(State {
                 file,
-                base: path.to_path_buf(),
+                base: base.to_path_buf(),
                 current: path.to_path_buf(),
-                segment: 0,
+                segment,
                 written,
                 rotate_bytes: opts.rotate_bytes.filter(|&n| n > 0),
                 header,
@@ -91,7 +117,7 @@ impl Tracer {
             }),
             redactor: Redactor::new(&opts.secret_names),
             record_full: opts.record_full,
-            run_id: new_run_id(path),
+            run_id: new_run_id(base),
             write_errors: AtomicU64::new(0),
         };
         {
@@ -361,13 +387,33 @@ fn new_run_id(path: &Path) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
+/// Session traces kept open at once by default; the least recently used is
+/// closed to open another.
+pub const MAX_OPEN_SESSION_TRACES: usize = 64;
+
 /// One trace per session under a directory (the daemon's layout):
-/// `DIR/<session>.jsonl`, rotated to `DIR/<session>.1.jsonl`... by size.
+/// `DIR/<label>.jsonl` for the sessions of the directory's owner (the uid
+/// that opened it), `DIR/uid-<uid>/<label>.jsonl` for those of any other
+/// uid, each rotated to `<label>.1.jsonl`... by size.
+///
+/// Labels are client input, so the files kept open are bounded: at most
+/// [`MAX_OPEN_SESSION_TRACES`] (see [`with_max_open`](TraceDir::with_max_open)),
+/// the least recently used closed first. A closed session's trace is
+/// reopened on its next event, in its last segment, after a new header
+/// line; a call in progress keeps the file it started with.
 pub struct TraceDir {
     dir: PathBuf,
     header: TraceHeader,
     opts: TraceOptions,
-    sessions: Mutex<HashMap<String, Arc<Tracer>>>,
+    owner: u32,
+    open: Mutex<OpenTraces>,
+}
+
+/// The open session traces, with when each was last used.
+struct OpenTraces {
+    by_session: HashMap<(u32, String), (Arc<Tracer>, u64)>,
+    clock: u64,
+    max: usize,
 }
 
 impl TraceDir {
@@ -381,49 +427,100 @@ impl TraceDir {
             dir: dir.to_path_buf(),
             header,
             opts,
-            sessions: Mutex::new(HashMap::new()),
+            owner: nix::unistd::geteuid().as_raw(),
+            open: Mutex::new(OpenTraces {
+                by_session: HashMap::new(),
+                clock: 0,
+                max: MAX_OPEN_SESSION_TRACES,
+            }),
         })
     }
 
-    /// The session's tracer, created on first use and shared afterwards.
+    /// Keeps at most `max` (at least 1) session traces open.
+    pub fn with_max_open(self, max: usize) -> TraceDir {
+        self.lock().max = max.max(1);
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, OpenTraces> {
+        // The map stays consistent across a panic: entries are whole.
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The trace of the owner's session `session`, opened on first use and
+    /// shared while it stays open.
     pub fn for_session(&self, session: &str) -> Result<Arc<Tracer>, TraceError> {
-        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = map.get(session) {
+        self.tracer_for(&SessionId::new(self.owner, Some(session)))
+    }
+
+    /// The trace of `session` (any uid), opened on first use and shared
+    /// while it stays open.
+    pub fn tracer_for(&self, session: &SessionId) -> Result<Arc<Tracer>, TraceError> {
+        let key = (session.uid(), session.label_or_default().to_string());
+        let mut open = self.lock();
+        open.clock += 1;
+        let now = open.clock;
+        if let Some((t, used)) = open.by_session.get_mut(&key) {
+            *used = now;
             return Ok(Arc::clone(t));
         }
-        let path = self.session_path(session);
-        let tracer = Arc::new(Tracer::create(
-            &path,
+        let tracer = Arc::new(Tracer::resume(
+            &self.path_for(session),
             self.header.clone(),
             self.opts.clone(),
         )?);
-        map.insert(session.to_string(), Arc::clone(&tracer));
+        if open.by_session.len() >= open.max
+            && let Some(oldest) = open
+                .by_session
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            open.by_session.remove(&oldest);
+        }
+        open.by_session.insert(key, (Arc::clone(&tracer), now));
         Ok(tracer)
     }
 
-    /// Forgets a finished session (its file stays); a later call reopens it.
-    pub fn close_session(&self, session: &str) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session);
+    /// Session traces open now.
+    pub fn open_count(&self) -> usize {
+        self.lock().by_session.len()
     }
 
-    /// Where a session's (first) trace file lives. Session names are client
-    /// input: anything but `[A-Za-z0-9_-]` (at most 64 chars) is replaced by
-    /// a hash, so a name can never climb out of the directory.
+    /// Forgets a finished session of the owner (its file stays); a later
+    /// call reopens it.
+    pub fn close_session(&self, session: &str) {
+        self.lock()
+            .by_session
+            .remove(&(self.owner, session.to_string()));
+    }
+
+    /// Where a session of the owner has its (first) trace file.
     pub fn session_path(&self, session: &str) -> PathBuf {
-        let safe = !session.is_empty()
-            && session.len() <= 64
-            && session
+        self.path_for(&SessionId::new(self.owner, Some(session)))
+    }
+
+    /// Where `session` has its (first) trace file. Labels are client
+    /// input: anything but `[A-Za-z0-9_-]` (at most 64 chars) is replaced
+    /// by a hash, so a label can never climb out of its directory.
+    pub fn path_for(&self, session: &SessionId) -> PathBuf {
+        let label = session.label_or_default();
+        let safe = !label.is_empty()
+            && label.len() <= 64
+            && label
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         let name = if safe {
-            session.to_string()
+            label.to_string()
         } else {
-            let digest = Sha256::digest(session.as_bytes());
+            let digest = Sha256::digest(label.as_bytes());
             format!("session-{}", hex::encode(&digest[..12]))
         };
-        self.dir.join(format!("{name}.jsonl"))
+        let dir = if session.uid() == self.owner {
+            self.dir.clone()
+        } else {
+            self.dir.join(format!("uid-{}", session.uid()))
+        };
+        dir.join(format!("{name}.jsonl"))
     }
 }

@@ -237,6 +237,27 @@ impl Client {
         self.writer.write_all(bytes).unwrap();
     }
 
+    /// Sends bytes, ignoring a daemon that hung up meanwhile.
+    pub fn send_raw_lossy(&mut self, bytes: &[u8]) {
+        let _ = self.writer.write_all(bytes);
+    }
+
+    /// The next response, or `None` once the daemon closed the connection
+    /// (end of file, or a reset when it left bytes of ours unread).
+    pub fn recv_or_closed(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("read failed: {e}"),
+            Ok(_) => {
+                let v = serde_json::from_str(&line).unwrap();
+                assert_valid_result(&v);
+                Some(v)
+            }
+        }
+    }
+
     pub fn send(&mut self, v: &Value) {
         let mut line = serde_json::to_vec(v).unwrap();
         line.push(b'\n');
@@ -337,4 +358,55 @@ pub fn have(program: &str) -> bool {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// State letter, parent pid of `pid` (`None` once it is reaped).
+pub fn state_and_ppid(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Zombie children of `parent`, found both ways: every thread's
+/// `children` list, and a scan of `/proc` for a parent pid of `parent`.
+pub fn zombie_children(parent: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) {
+        for t in tasks.flatten() {
+            let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            pids.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>()
+            && state_and_ppid(pid).is_some_and(|(_, ppid)| ppid == parent)
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids.retain(|&p| state_and_ppid(p).is_some_and(|(s, _)| s == 'Z'));
+    pids
+}
+
+/// Descriptors the process `pid` holds open.
+pub fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Resident set size of `pid` in KiB.
+pub fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }

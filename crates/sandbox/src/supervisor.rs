@@ -7,10 +7,14 @@
 //! [`Supervisor`], so the compiler keeps a process from running sandboxed
 //! children without having been set up for it.
 
+use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockWriteGuard};
 
+use nix::errno::Errno;
 use nix::sys::prctl::set_child_subreaper;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
 
 use crate::plan::{cgroup, privs, rundir};
 use crate::spawn::sys;
@@ -156,6 +160,25 @@ impl Supervisor {
         subreaper_active()
     }
 
+    /// Reaps every dead process that runs left with this process (orphans
+    /// it adopted as a subreaper), and returns how many it reaped.
+    ///
+    /// Each run reaps what it can attribute to itself when it ends, but a
+    /// process that left the run's session and exits later (or that the
+    /// run could not attribute) stays a zombie of the supervisor until
+    /// someone waits for it, and zombies count against the child user's
+    /// `RLIMIT_NPROC`. A long-lived supervisor calls this on `SIGCHLD`.
+    ///
+    /// Never takes the exit status of a run's main child (its run waits
+    /// for it), nor of a child other code of the process started in the
+    /// supervisor's own session (`std::process::Command` children): only
+    /// processes of sessions that runs made are reaped. Cost: one read of
+    /// the process's children list and one `/proc/<pid>/stat` read per
+    /// child in it. Any thread may call it.
+    pub fn reap_adopted(&self) -> usize {
+        reap_adopted()
+    }
+
     pub(crate) fn cap_last(&self) -> u32 {
         self.inner.cap_last
     }
@@ -178,4 +201,172 @@ pub(crate) fn subreaper_active() -> bool {
 /// and nobody else will end them.
 pub fn kill_runs_of(pid: u32) -> usize {
     cgroup::sweep_owned_by(&cgroup::detect(), pid)
+}
+
+// ---------------------------------------------------------------------------
+// The process's children: main children of runs in flight, which their runs
+// reap through a pidfd, and orphans adopted as a subreaper, which nobody
+// waits for unless we do.
+//
+// The rule that keeps one from taking the other's exit status (or
+// signalling a reused pid): an adopted child is only signalled or waited for
+// while `REAP_GATE` is held exclusively, after checking its pid is not in
+// `LIVE_MAIN`; and a run holds the gate shared from before it clones its
+// main child until the pid is in `LIVE_MAIN`. So under the exclusive gate
+// every main child is registered, and every other child's pid keeps naming
+// the same process until the holder reaps it (nobody else reaps one then).
+// `waitpid(-1)` cannot be used: it would take a main child's status from
+// the run waiting for it.
+
+static REAP_GATE: RwLock<()> = RwLock::new(());
+
+/// Main children of every run in flight in this process.
+static LIVE_MAIN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn live_main() -> MutexGuard<'static, Vec<i32>> {
+    // A panic while holding the lock leaves a valid Vec behind.
+    LIVE_MAIN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts a run's main child with `spawn` and registers it (`pid` tells
+/// its pid) before any reaper can see it.
+pub(crate) fn spawn_main<T, E>(
+    spawn: impl FnOnce() -> Result<T, E>,
+    pid: impl FnOnce(&T) -> i32,
+) -> Result<T, E> {
+    // Poisoning cannot leave the unit value inconsistent.
+    let _gate = REAP_GATE.read().unwrap_or_else(|e| e.into_inner());
+    let spawned = spawn()?;
+    live_main().push(pid(&spawned));
+    Ok(spawned)
+}
+
+/// The run reaped its main child: the pid is no longer ours.
+pub(crate) fn forget_main(pid: i32) {
+    live_main().retain(|p| *p != pid);
+}
+
+/// Held while adopted children are signalled or reaped (see above).
+pub(crate) struct Reaping {
+    _gate: RwLockWriteGuard<'static, ()>,
+    /// Main children registered when the gate was taken; none can be added
+    /// while it is held.
+    live: Vec<i32>,
+    kids: Vec<i32>,
+    text: String,
+}
+
+impl Reaping {
+    pub(crate) fn begin() -> Reaping {
+        let gate = REAP_GATE.write().unwrap_or_else(|e| e.into_inner());
+        Reaping {
+            live: live_main().clone(),
+            _gate: gate,
+            kids: Vec::new(),
+            text: String::new(),
+        }
+    }
+
+    /// The adopted children now, main children of runs left out.
+    pub(crate) fn adopted(&mut self) -> &[i32] {
+        adopted(&mut self.kids, &mut self.text);
+        let live = &self.live;
+        self.kids.retain(|p| !live.contains(p));
+        &self.kids
+    }
+
+    /// Reaps `pid` if it is dead. True when it is gone (reaped now, or not
+    /// a child of ours any more); false while it still runs. A main child
+    /// is never touched (reported gone: it is not ours to wait for).
+    pub(crate) fn reap(&self, pid: i32) -> bool {
+        if self.live.contains(&pid) {
+            return true;
+        }
+        loop {
+            match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => return false,
+                Err(Errno::EINTR) => continue,
+                // Reaped, or ECHILD: either way it is gone.
+                _ => return true,
+            }
+        }
+    }
+}
+
+/// See [`Supervisor::reap_adopted`].
+pub(crate) fn reap_adopted() -> usize {
+    let own_session = nix::unistd::getsid(None).map_or(-1, Pid::as_raw);
+    let mut reaping = Reaping::begin();
+    let mut reaped = 0;
+    // One pass reaps every zombie present; a child dying meanwhile sends
+    // another SIGCHLD.
+    let kids = reaping.adopted().to_vec();
+    for pid in kids {
+        // A run's processes are all in sessions its main child (a session
+        // leader) or they made; what other code of the process started
+        // shares ours.
+        if stat_fields(pid).is_some_and(|st| st.zombie && st.sid != own_session)
+            && reaping.reap(pid)
+        {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// Children adopted by this process. The kernel hands an orphan to the
+/// first live thread of the subreaper, the thread-group leader (alive as
+/// long as a Rust process is), so only the leader's list is read, not one
+/// per thread. Without `CONFIG_PROC_CHILDREN`, `/proc` is scanned for
+/// processes whose parent is us (slower, same result).
+pub(crate) fn adopted(list: &mut Vec<i32>, text: &mut String) {
+    list.clear();
+    text.clear();
+    let me = std::process::id();
+    if let Ok(mut f) = std::fs::File::open(format!("/proc/self/task/{me}/children")) {
+        if f.read_to_string(text).is_ok() {
+            list.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+        return;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if stat_fields(pid).is_some_and(|f| f.ppid == me as i32) {
+            list.push(pid);
+        }
+    }
+}
+
+pub(crate) struct StatFields {
+    pub zombie: bool,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub sid: i32,
+}
+
+/// State, parent, process group and session of `pid`.
+pub(crate) fn stat_fields(pid: i32) -> Option<StatFields> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain anything, including ") ": the fields
+    // after it start at the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    let mut f = rest.split_ascii_whitespace();
+    let zombie = f.next()? == "Z";
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let sid = f.next()?.parse().ok()?;
+    Some(StatFields {
+        zombie,
+        ppid,
+        pgrp,
+        sid,
+    })
 }

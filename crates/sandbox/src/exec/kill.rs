@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -16,7 +16,7 @@ use super::io::wait_readable;
 use crate::sandbox::RunSandbox;
 use crate::spawn::sys::ChildExit as Status;
 use crate::spawn::sys::waitid_pidfd;
-use crate::supervisor::subreaper_active;
+use crate::supervisor::{Reaping, forget_main, reap_adopted, stat_fields, subreaper_active};
 
 /// How long a SIGKILLed process may take to die before we give up on it.
 const DEATH_WAIT: Duration = Duration::from_secs(5);
@@ -25,15 +25,6 @@ const SWEEP_ROUNDS: usize = 1000;
 /// Extra sweep rounds (1 ms apart) while an adopted child's environment
 /// is unreadable, which is how a process in the middle of `execve` looks.
 const UNSURE_RETRIES: u32 = 20;
-
-/// Main children of every run in flight in this process: never killed or
-/// reaped by another run's sweep.
-static LIVE_MAIN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
-
-pub(super) fn live_main() -> std::sync::MutexGuard<'static, Vec<i32>> {
-    // A panic while holding the lock leaves a valid Vec behind.
-    LIVE_MAIN.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The main child: killed and reaped on every path out of `run`,
 /// including errors and panics.
@@ -77,7 +68,7 @@ impl MainChild {
             },
         };
         self.reaped = true;
-        live_main().retain(|p| *p != self.pid);
+        forget_main(self.pid);
         Ok(status)
     }
 }
@@ -120,59 +111,13 @@ pub(super) fn kill_everything(main: &MainChild) {
             round += 1;
             std::thread::sleep(Duration::from_millis(1));
         }
-        if round > 0 {
-            reap_adopted_zombies(main.pid);
-        }
     }
-}
-
-/// Reaps the dead orphans the cgroup kill left with us. Their environment
-/// is gone, so they cannot be attributed to a run; reaping any adopted
-/// zombie is safe all the same, because nobody else waits for an orphan.
-/// Main children of runs in flight are skipped: their runs reap them.
-fn reap_adopted_zombies(main_pid: i32) {
-    let mut kids = Vec::new();
-    let mut text = String::new();
-    adopted(&mut kids, &mut text);
-    let live = live_main().clone();
-    for pid in kids {
-        if pid == main_pid || live.contains(&pid) {
-            continue;
-        }
-        if stat_fields(pid).is_some_and(|st| st.zombie) {
-            reap_pid(pid);
-        }
-    }
-}
-
-/// Children adopted by this process. The kernel hands an orphan to the
-/// first live thread of the subreaper, the thread-group leader (alive as
-/// long as a Rust process is), so only the leader's list is read, not one
-/// per thread. Without `CONFIG_PROC_CHILDREN`, `/proc` is scanned for
-/// processes whose parent is us (slower, same result).
-fn adopted(list: &mut Vec<i32>, text: &mut String) {
-    list.clear();
-    text.clear();
-    let me = std::process::id();
-    if let Ok(mut f) = std::fs::File::open(format!("/proc/self/task/{me}/children")) {
-        if f.read_to_string(text).is_ok() {
-            list.extend(
-                text.split_ascii_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
-        }
-        return;
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if stat_fields(pid).is_some_and(|f| f.ppid == me as i32) {
-            list.push(pid);
-        }
+    // Last, on every path: what died by itself out of the run's session
+    // (a double fork after `setsid`) cannot be attributed to a run any
+    // more, and what the cgroup kill left is dead too. Cheap when nothing
+    // is left: one read of the children list.
+    if subreaper_active() {
+        reap_adopted();
     }
 }
 
@@ -202,73 +147,43 @@ pub(super) fn owner(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> Owner {
     }
 }
 
-pub(super) struct StatFields {
-    pub zombie: bool,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub sid: i32,
-}
-
-/// State, parent, process group and session of `pid`.
-pub(super) fn stat_fields(pid: i32) -> Option<StatFields> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain anything, including ") ": the fields
-    // after it start at the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    let mut f = rest.split_ascii_whitespace();
-    let zombie = f.next()? == "Z";
-    let ppid = f.next()?.parse().ok()?;
-    let pgrp = f.next()?.parse().ok()?;
-    let sid = f.next()?.parse().ok()?;
-    Some(StatFields {
-        zombie,
-        ppid,
-        pgrp,
-        sid,
-    })
-}
-
-fn reap_pid(pid: i32) {
-    // A child of ours; blocking is short since it was SIGKILLed (or is
-    // already a zombie).
-    while waitpid(Pid::from_raw(pid), None) == Err(Errno::EINTR) {}
-}
-
 /// Kills and reaps the run's processes that were re-parented to us.
 fn sweep_orphans(main_pid: i32, marker: &[u8]) {
-    let mut kids = Vec::new();
-    let mut text = String::new();
     let mut env = Vec::new();
     let mut killed = Vec::new();
     let mut unsure_rounds = 0;
     let end = Instant::now() + DEATH_WAIT;
     for _ in 0..SWEEP_ROUNDS {
-        adopted(&mut kids, &mut text);
-        let live = live_main().clone();
         killed.clear();
         let mut unsure = false;
-        for &pid in &kids {
-            if pid == main_pid || live.contains(&pid) {
-                continue;
-            }
-            match owner(pid, marker, &mut env) {
-                Owner::ThisRun => {
-                    // Our own unreaped child: its pid is not reused
-                    // before we reap it.
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                    killed.push(pid);
+        {
+            // Held while looking and killing: no adopted pid can be reaped
+            // (and reused) by another thread between the two.
+            let mut reaping = Reaping::begin();
+            let kids = reaping.adopted().to_vec();
+            for pid in kids {
+                if pid == main_pid {
+                    continue;
                 }
-                Owner::Other => {}
-                Owner::Unknown => match stat_fields(pid) {
-                    // Died by itself: attributable only while its session
-                    // or group is still our main child's.
-                    Some(st) if st.zombie && (st.pgrp == main_pid || st.sid == main_pid) => {
-                        reap_pid(pid);
+                match owner(pid, marker, &mut env) {
+                    Owner::ThisRun => {
+                        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                        killed.push(pid);
                     }
-                    Some(st) if st.zombie => {}
-                    Some(_) => unsure = true,
-                    None => {}
-                },
+                    Owner::Other => {}
+                    Owner::Unknown => match stat_fields(pid) {
+                        // Died by itself: attributable only while its
+                        // session or group is still our main child's.
+                        // (Zombies of other sessions are reaped at the
+                        // end of the run, unattributed.)
+                        Some(st) if st.zombie && (st.pgrp == main_pid || st.sid == main_pid) => {
+                            reaping.reap(pid);
+                        }
+                        Some(st) if st.zombie => {}
+                        Some(_) => unsure = true,
+                        None => {}
+                    },
+                }
             }
         }
         if Instant::now() >= end {
@@ -284,8 +199,23 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
             }
             break;
         }
-        for &pid in &killed {
-            reap_pid(pid);
+        reap_killed(&mut killed, end);
+    }
+}
+
+/// Waits until the SIGKILLed `pids` are dead and reaped (here, or by
+/// another thread reaping adopted children), or `end`. The gate is taken
+/// for each look only, so other runs' spawns are not held up while a
+/// victim takes its time to die.
+fn reap_killed(pids: &mut Vec<i32>, end: Instant) {
+    loop {
+        {
+            let reaping = Reaping::begin();
+            pids.retain(|&pid| !reaping.reap(pid));
         }
+        if pids.is_empty() || Instant::now() >= end {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
     }
 }

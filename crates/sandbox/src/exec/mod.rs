@@ -25,17 +25,22 @@
 //!   `/proc/self/task/<pid>/children`, and those whose
 //!   `/proc/<pid>/environ` holds this run's marker are killed and reaped,
 //!   round after round, until none is left (each kill re-parents the
-//!   victim's own children to us). Another run's main child (registered in
-//!   `LIVE_MAIN`) and unmarked children are never touched.
+//!   victim's own children to us). Another run's main child (registered
+//!   with the supervisor, see `supervisor::spawn_main`) and unmarked
+//!   children are never touched.
+//! - Last, on every path, every adopted zombie of a session some run made
+//!   is reaped, attributed or not (`Supervisor::reap_adopted`): nobody
+//!   else waits for an orphan, and each one left counts against the child
+//!   user's `RLIMIT_NPROC`.
 //!
 //! Limits of the fallback (the cgroup has none of them):
 //! - A process that left the main process group and runs without the
 //!   marker (`env -i`, or its environ memory overwritten) is not recognised
 //!   and survives.
-//! - A process that left the session and then exited by itself before the
-//!   sweep stays a zombie of the supervisor: its environ is gone, so it
-//!   cannot be attributed. (Zombies still in the main child's session or
-//!   group are reaped.)
+//! - A process that left the session and exits only after its run ended
+//!   stays a zombie of the supervisor until someone calls
+//!   `Supervisor::reap_adopted` (a long-lived supervisor does on SIGCHLD)
+//!   or another run ends.
 //! - The tree is not frozen: a process forking as fast as we kill is only
 //!   bounded by `SWEEP_ROUNDS` and `DEATH_WAIT`.
 //! - The supervisor is a subreaper with a cgroup too: orphans of cgroup
@@ -68,8 +73,9 @@ use crate::capture::{Capture, Captured};
 use crate::sandbox::RunSandbox;
 use crate::spawn::sys::{ChildExit as Status, PollSlots, pidfd_open, waitid_pidfd};
 use crate::spawn::{self, Command, SpawnError};
+use crate::supervisor::spawn_main;
 use io::{Input, Stream, errno_is, set_nonblocking};
-use kill::{MainChild, kill_everything, live_main};
+use kill::{MainChild, kill_everything};
 
 /// Environment variable marking every process of one run (fallback
 /// attribution of re-parented orphans when the run has no cgroup).
@@ -250,15 +256,17 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
     let start = Instant::now();
     let marker = mark_run(&mut job.env)?;
     let confinement = job.sandbox.as_deref().map(RunSandbox::confinement);
-    let spawned = spawn::spawn(&Command {
+    let command = Command {
         program: &job.program,
         argv: &job.argv,
         env: &job.env,
         cwd: &job.cwd,
         stdin_pipe: job.stdin.is_some(),
         confinement,
-    })?;
-    live_main().push(spawned.pid);
+    };
+    // Registered before any reaper of adopted children can see it, so none
+    // takes its exit status from us.
+    let spawned = spawn_main(|| spawn::spawn(&command), |s| s.pid)?;
     let mut main = MainChild {
         pid: spawned.pid,
         pidfd: None,

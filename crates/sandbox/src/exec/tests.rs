@@ -10,8 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::unistd::{getpgrp, getppid, getsid};
 
 use super::io::wait_readable;
-use super::kill::{Owner, owner, stat_fields};
+use super::kill::{Owner, owner};
 use super::*;
+use crate::supervisor::stat_fields;
 use crate::supervisor::{Supervisor, SupervisorOptions};
 
 /// The exec machinery's tests need the process to be a subreaper (the
@@ -623,6 +624,9 @@ fn killed_descendants_are_reaped() {
         "(setsid sleep 300 >/dev/null 2>&1 &); (sleep 300 >/dev/null 2>&1 &); echo ok",
         // An orphan that exits by itself inside the run's session.
         "(sh -c 'exit 0' &); sleep 0.1; echo ok",
+        // Orphans that left the session and exited by themselves before the
+        // run ended: nothing attributes them to the run any more.
+        "for i in 1 2 3 4 5 6 7 8; do (setsid sh -c 'exit 0' &); done; sleep 0.3; echo ok",
         // A timeout with a tree of background jobs.
         "sleep 300 & sleep 300 & (sleep 300 &); echo ok; sleep 300",
     ] {
@@ -677,4 +681,38 @@ fn hundred_megabytes_are_counted_but_not_kept() {
         "peak RSS grew by {} KiB",
         after - before
     );
+}
+
+#[test]
+fn an_orphan_that_exits_after_its_run_is_reaped_by_reap_adopted() {
+    // Alone in its process: every child of it belongs to the run below.
+    if !in_own_process("exec::tests::an_orphan_that_exits_after_its_run_is_reaped_by_reap_adopted")
+    {
+        return;
+    }
+    // Without a cgroup and without the run marker (`env -i`), the orphan
+    // cannot be attributed once it has dropped the marker (the run waits
+    // for that), so it outlives its run and dies later: only a reaper of
+    // adopted children can take its status.
+    let m = marker();
+    let out = run(
+        sh(
+            "(setsid env -i sh -c 'sleep 1' >/dev/null 2>&1 &); sleep 0.3; echo ok",
+            &m,
+        ),
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(out.stdout.text, "ok\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !own_children().iter().any(|(_, state)| *state == 'Z') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the orphan never died: {:?}",
+            own_children()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(supervisor().reap_adopted(), 1);
+    assert_eq!(own_children(), Vec::new());
 }

@@ -48,6 +48,48 @@ impl RunRequest {
     }
 }
 
+/// Whose call it is, as the server establishes it: the caller's uid, which
+/// the transport takes from the kernel (the daemon reads `SO_PEERCRED`; the
+/// CLI and an embedding program are their own caller), and the session
+/// label the client chose.
+///
+/// The label only groups one caller's calls; it is never an identity.
+/// Idempotency keys, budgets and per-session traces are kept per
+/// `SessionId`, so two uids using the same label share nothing, and no
+/// label can reach what another uid stored.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionId {
+    uid: u32,
+    label: Option<String>,
+}
+
+impl SessionId {
+    /// The label calls without one are grouped under.
+    pub const DEFAULT_LABEL: &'static str = "default";
+
+    pub fn new(uid: u32, label: Option<&str>) -> SessionId {
+        SessionId {
+            uid,
+            label: label.map(str::to_string),
+        }
+    }
+
+    /// The caller's uid.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// The label as the client sent it, if it sent one.
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// The label budgets, keys and traces group by: `default` without one.
+    pub fn label_or_default(&self) -> &str {
+        self.label.as_deref().unwrap_or(Self::DEFAULT_LABEL)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Wire validation (daemon protocol, see docs/protocol.md).
 //
@@ -56,9 +98,12 @@ impl RunRequest {
 // the path of the offending field, never coerced, so what the policy decides
 // on is exactly what the client meant.
 
+mod json;
+
 use serde_json::{Map, Value};
 
 use crate::result::{ErrorType, ToolResult};
+use json::parse_unique_keys;
 
 /// Bounds applied to a request line before it reaches the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,8 +208,7 @@ pub(crate) fn parse_request_line(
             ),
         ));
     }
-    let value: Value = serde_json::from_slice(line)
-        .map_err(|e| FieldError::new("request", format!("not valid JSON ({e})")))?;
+    let value = parse_unique_keys(line)?;
     let Value::Object(obj) = value else {
         return Err(FieldError::new("request", "must be a JSON object"));
     };
@@ -587,6 +631,54 @@ mod tests {
         assert_eq!(parse("not json").unwrap_err().field, "request");
         assert_eq!(parse("[1,2]").unwrap_err().field, "request");
         assert_eq!(parse("not json").unwrap_err().id, None);
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth_and_named() {
+        // The case that ran a command: the last `tool` would have won.
+        assert_eq!(
+            field_of(r#"{"tool":"describe","tool":"run_shell","args":{"command":"touch x"}}"#),
+            "tool"
+        );
+        let e = parse(r#"{"tool":"describe","tool":"describe"}"#).unwrap_err();
+        assert!(e.reason.contains("duplicate key"), "{e}");
+        assert_eq!(
+            field_of(r#"{"tool":"run_shell","args":{"command":"echo a","command":"touch b"}}"#),
+            "args.command"
+        );
+        assert_eq!(
+            field_of(r#"{"tool":"run_shell","args":{"command":"ls"},"args":{"command":"ls"}}"#),
+            "args"
+        );
+        // Escapes do not hide a repeat: both keys read `tool`.
+        assert_eq!(
+            field_of(r#"{"tool":"describe","t\u006fol":"run_shell"}"#),
+            "tool"
+        );
+        // Deeper, and inside arrays (here in an unknown key, refused anyway).
+        assert_eq!(
+            field_of(r#"{"tool":"describe","x":[{"a":1},{"b":{"c":1,"c":2}}]}"#),
+            "x.1.b.c"
+        );
+        // The same key in two different objects is no repeat.
+        assert!(
+            parse(r#"{"id":1,"tool":"run_shell","args":{"command":"ls","cwd":"src"}}"#).is_ok()
+        );
+        // Values survive the strict parse exactly.
+        let e = parse(r#"{"id":-3,"tool":"run_shell","args":{"command":"ls","timeout_ms":5}}"#)
+            .unwrap();
+        assert_eq!(e.id, Some(serde_json::json!(-3)));
+        // Trailing garbage is still not JSON, and nesting stays bounded.
+        assert_eq!(field_of(r#"{"tool":"describe"} x"#), "request");
+        assert_eq!(field_of(&"[".repeat(100_000)), "request");
+        assert_eq!(
+            field_of(&format!(
+                "{}1{}",
+                "{\"a\":".repeat(100_000),
+                "}".repeat(100_000)
+            )),
+            "request"
+        );
     }
 
     #[test]

@@ -1,5 +1,12 @@
 //! Durable state: idempotency keys with their stored results, and
-//! per-session side-effect budgets.
+//! side-effect budgets.
+//!
+//! Everything is kept per [`SessionId`]: the caller's uid, established by
+//! the transport, and the client's session label. A key belongs to one
+//! session of one uid, so no other uid (and no other label) can replay it
+//! and read the stored result. Budgets bind twice: per session, and per
+//! uid across all of its sessions ([`Budgets`]), so a client cannot dodge
+//! its budget by inventing new labels.
 //!
 //! [`StateStore`] is what the service asks of any store; [`SqliteStore`] is
 //! the one the CLI (`--state`) and the daemon use. One SQLite file (`state.db`, WAL) in the state directory. Every operation
@@ -25,6 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::policy::BudgetPolicy;
+use crate::request::SessionId;
 use crate::result::{ErrorType, ToolResult};
 
 /// What [`StateStore::begin`] found for an idempotency key.
@@ -76,29 +84,67 @@ pub enum StoreError {
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Idempotency keys and session budgets, as the service uses them.
+/// The limits a mutating call is checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budgets {
+    /// What one session (one label of one uid) may spend.
+    pub session: BudgetPolicy,
+    /// What all the sessions of one uid may spend together.
+    pub uid: BudgetPolicy,
+}
+
+impl Budgets {
+    /// `session` per session, and `sessions` times that per uid.
+    pub fn per_uid_sessions(session: &BudgetPolicy, sessions: u64) -> Budgets {
+        Budgets {
+            uid: BudgetPolicy {
+                max_mutating_runs: session.max_mutating_runs.saturating_mul(sessions),
+                max_wall_ms: session.max_wall_ms.saturating_mul(sessions),
+            },
+            session: session.clone(),
+        }
+    }
+}
+
+/// Idempotency keys and budgets, as the service uses them.
 ///
 /// Only mutating calls spend anything: for those the service calls
 /// [`begin`](StateStore::begin) when the request carries a key, then
 /// [`budget_check`](StateStore::budget_check), runs the command, then
 /// [`budget_charge`](StateStore::budget_charge) and
-/// [`finish`](StateStore::finish). Implementations are shared by
-/// concurrent calls, so every method takes `&self`.
+/// [`finish`](StateStore::finish). Every method is scoped by the call's
+/// [`SessionId`]: an implementation must never answer one session with
+/// what another stored. Implementations are shared by concurrent calls, so
+/// every method takes `&self`.
 pub trait StateStore: Send + Sync {
-    /// Looks up `key`, reserving it for this call when it was never seen.
-    /// A reservation must end with [`finish`](StateStore::finish).
-    fn begin(&self, key: &str, args_hash: &str) -> Result<Begin, StoreError>;
+    /// Looks up `key` in `session`, reserving it for this call when it was
+    /// never seen there. A reservation must end with
+    /// [`finish`](StateStore::finish).
+    fn begin(&self, session: &SessionId, key: &str, args_hash: &str) -> Result<Begin, StoreError>;
     /// Stores the result of a call that `begin` answered `Fresh`, so a
-    /// retry with the same key gets it back as a duplicate.
-    fn finish(&self, key: &str, args_hash: &str, result: &ToolResult) -> Result<(), StoreError>;
-    /// `Some(reason)` when `session` has spent its budget.
+    /// retry with the same key in the same session gets it back as a
+    /// duplicate.
+    fn finish(
+        &self,
+        session: &SessionId,
+        key: &str,
+        args_hash: &str,
+        result: &ToolResult,
+    ) -> Result<(), StoreError>;
+    /// `Some(reason)` when `session`, or its uid across all its sessions,
+    /// has spent its budget.
     fn budget_check(
         &self,
-        session: &str,
-        budget: &BudgetPolicy,
+        session: &SessionId,
+        budgets: &Budgets,
     ) -> Result<Option<String>, StoreError>;
-    /// Adds one run's cost to `session`.
-    fn budget_charge(&self, session: &str, mutating: bool, wall_ms: u64) -> Result<(), StoreError>;
+    /// Adds one run's cost to `session` and to its uid.
+    fn budget_charge(
+        &self,
+        session: &SessionId,
+        mutating: bool,
+        wall_ms: u64,
+    ) -> Result<(), StoreError>;
 }
 
 /// The SQLite [`StateStore`]: `state.db` in a state directory, shared
@@ -124,23 +170,38 @@ struct Owner {
     start: i64,
 }
 
+/// Keys and budgets by session (uid and label) and by uid. `user_version`
+/// 2 marks this layout; earlier files had `calls` and `budgets` keyed by
+/// the client's label alone, which `migrate` folds in.
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS calls (
-    key          TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS idempotency (
+    uid          INTEGER NOT NULL,
+    session      TEXT NOT NULL,
+    key          TEXT NOT NULL,
     args_hash    TEXT NOT NULL,
     state        TEXT NOT NULL CHECK (state IN ('running', 'done')),
     owner_pid    INTEGER NOT NULL,
     owner_start  INTEGER NOT NULL,
     result       TEXT,
     created_ms   INTEGER NOT NULL,
-    finished_ms  INTEGER
+    finished_ms  INTEGER,
+    PRIMARY KEY (uid, session, key)
 );
-CREATE TABLE IF NOT EXISTS budgets (
-    session       TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS session_budgets (
+    uid           INTEGER NOT NULL,
+    session       TEXT NOT NULL,
+    mutating_runs INTEGER NOT NULL DEFAULT 0,
+    wall_ms       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (uid, session)
+);
+CREATE TABLE IF NOT EXISTS uid_budgets (
+    uid           INTEGER PRIMARY KEY,
     mutating_runs INTEGER NOT NULL DEFAULT 0,
     wall_ms       INTEGER NOT NULL DEFAULT 0
 );
 ";
+
+const SCHEMA_VERSION: i64 = 2;
 
 impl SqliteStore {
     /// Opens (creating when needed) `state.db` in `state_dir`.
@@ -162,7 +223,7 @@ impl SqliteStore {
             path: path.clone(),
             source,
         };
-        let conn = Connection::open(&path).map_err(open_err)?;
+        let mut conn = Connection::open(&path).map_err(open_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -173,6 +234,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        migrate(&mut conn).map_err(open_err)?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
             owner: Owner::current(),
@@ -190,22 +252,33 @@ impl SqliteStore {
 }
 
 impl StateStore for SqliteStore {
-    fn begin(&self, key: &str, args_hash: &str) -> Result<Begin, StoreError> {
+    fn begin(&self, session: &SessionId, key: &str, args_hash: &str) -> Result<Begin, StoreError> {
+        let (uid, label) = (session.uid(), session.label_or_default());
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let row: Option<(String, String, i64, i64, Option<String>)> = tx
             .query_row(
-                "SELECT args_hash, state, owner_pid, owner_start, result FROM calls WHERE key = ?1",
-                params![key],
+                "SELECT args_hash, state, owner_pid, owner_start, result FROM idempotency
+                 WHERE uid = ?1 AND session = ?2 AND key = ?3",
+                params![uid, label, key],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )
             .optional()?;
         let outcome = match row {
             None => {
                 tx.execute(
-                    "INSERT INTO calls (key, args_hash, state, owner_pid, owner_start, created_ms)
-                     VALUES (?1, ?2, 'running', ?3, ?4, ?5)",
-                    params![key, args_hash, self.owner.pid, self.owner.start, now_ms()],
+                    "INSERT INTO idempotency
+                         (uid, session, key, args_hash, state, owner_pid, owner_start, created_ms)
+                     VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7)",
+                    params![
+                        uid,
+                        label,
+                        key,
+                        args_hash,
+                        self.owner.pid,
+                        self.owner.start,
+                        now_ms()
+                    ],
                 )?;
                 Begin::Fresh
             }
@@ -219,7 +292,7 @@ impl StateStore for SqliteStore {
                     Begin::InFlight
                 } else {
                     let r = interrupted_result(key);
-                    store_result(&tx, key, &r)?;
+                    store_result(&tx, &Row::of(session, key), &r)?;
                     Begin::Duplicate(mark_duplicate(r))
                 }
             }
@@ -228,7 +301,13 @@ impl StateStore for SqliteStore {
         Ok(outcome)
     }
 
-    fn finish(&self, key: &str, args_hash: &str, result: &ToolResult) -> Result<(), StoreError> {
+    fn finish(
+        &self,
+        session: &SessionId,
+        key: &str,
+        args_hash: &str,
+        result: &ToolResult,
+    ) -> Result<(), StoreError> {
         let mut stored = result.clone();
         // The request id belongs to one connection's exchange, not to the
         // call: a later duplicate answers with its own id.
@@ -237,9 +316,17 @@ impl StateStore for SqliteStore {
         let json = serde_json::to_string(&stored).map_err(StoreError::Encode)?;
         let conn = self.conn();
         let n = conn.execute(
-            "UPDATE calls SET state = 'done', result = ?3, finished_ms = ?4
-             WHERE key = ?1 AND args_hash = ?2 AND state = 'running'",
-            params![key, args_hash, json, now_ms()],
+            "UPDATE idempotency SET state = 'done', result = ?5, finished_ms = ?6
+             WHERE uid = ?1 AND session = ?2 AND key = ?3 AND args_hash = ?4
+               AND state = 'running'",
+            params![
+                session.uid(),
+                session.label_or_default(),
+                key,
+                args_hash,
+                json,
+                now_ms()
+            ],
         )?;
         if n == 0 {
             return Err(StoreError::NotReserved {
@@ -251,44 +338,148 @@ impl StateStore for SqliteStore {
 
     fn budget_check(
         &self,
-        session: &str,
-        budget: &BudgetPolicy,
+        session: &SessionId,
+        budgets: &Budgets,
     ) -> Result<Option<String>, StoreError> {
+        let (uid, label) = (session.uid(), session.label_or_default());
         let conn = self.conn();
-        let used: Option<(i64, i64)> = conn
-            .query_row(
-                "SELECT mutating_runs, wall_ms FROM budgets WHERE session = ?1",
-                params![session],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        let (runs, wall) = used.map_or((0, 0), |(r, w)| (to_u64(r), to_u64(w)));
-        if runs >= budget.max_mutating_runs {
+        let spent = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<(u64, u64), StoreError> {
+            let used: Option<(i64, i64)> = conn
+                .query_row(sql, p, |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            Ok(used.map_or((0, 0), |(r, w)| (to_u64(r), to_u64(w))))
+        };
+        let (runs, wall) = spent(
+            "SELECT mutating_runs, wall_ms FROM session_budgets WHERE uid = ?1 AND session = ?2",
+            &[&uid, &label],
+        )?;
+        let b = &budgets.session;
+        if runs >= b.max_mutating_runs {
             return Ok(Some(format!(
-                "session {session} has used {runs} of its {} mutating runs",
-                budget.max_mutating_runs
+                "session {label} has used {runs} of its {} mutating runs",
+                b.max_mutating_runs
             )));
         }
-        if wall >= budget.max_wall_ms {
+        if wall >= b.max_wall_ms {
             return Ok(Some(format!(
-                "session {session} has used {wall} ms of its {} ms of run time",
-                budget.max_wall_ms
+                "session {label} has used {wall} ms of its {} ms of run time",
+                b.max_wall_ms
+            )));
+        }
+        let (runs, wall) = spent(
+            "SELECT mutating_runs, wall_ms FROM uid_budgets WHERE uid = ?1",
+            &[&uid],
+        )?;
+        let b = &budgets.uid;
+        if runs >= b.max_mutating_runs {
+            return Ok(Some(format!(
+                "uid {uid} has used {runs} of the {} mutating runs all its sessions may spend together",
+                b.max_mutating_runs
+            )));
+        }
+        if wall >= b.max_wall_ms {
+            return Ok(Some(format!(
+                "uid {uid} has used {wall} ms of the {} ms of run time all its sessions may spend together",
+                b.max_wall_ms
             )));
         }
         Ok(None)
     }
 
-    fn budget_charge(&self, session: &str, mutating: bool, wall_ms: u64) -> Result<(), StoreError> {
+    fn budget_charge(
+        &self,
+        session: &SessionId,
+        mutating: bool,
+        wall_ms: u64,
+    ) -> Result<(), StoreError> {
         let wall = i64::try_from(wall_ms).unwrap_or(i64::MAX);
-        self.conn().execute(
-            "INSERT INTO budgets (session, mutating_runs, wall_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT(session) DO UPDATE SET
+        let (uid, label) = (session.uid(), session.label_or_default());
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO session_budgets (uid, session, mutating_runs, wall_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(uid, session) DO UPDATE SET
                  mutating_runs = mutating_runs + excluded.mutating_runs,
                  wall_ms = min(wall_ms + excluded.wall_ms, 9223372036854775807)",
-            params![session, i64::from(mutating), wall],
+            params![uid, label, i64::from(mutating), wall],
         )?;
+        tx.execute(
+            "INSERT INTO uid_budgets (uid, mutating_runs, wall_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(uid) DO UPDATE SET
+                 mutating_runs = mutating_runs + excluded.mutating_runs,
+                 wall_ms = min(wall_ms + excluded.wall_ms, 9223372036854775807)",
+            params![uid, i64::from(mutating), wall],
+        )?;
+        tx.commit()?;
         Ok(())
     }
+}
+
+/// One row of `idempotency`.
+struct Row<'a> {
+    uid: u32,
+    session: &'a str,
+    key: &'a str,
+}
+
+impl<'a> Row<'a> {
+    fn of(session: &'a SessionId, key: &'a str) -> Row<'a> {
+        Row {
+            uid: session.uid(),
+            session: session.label_or_default(),
+            key,
+        }
+    }
+}
+
+/// Brings a state file of an earlier version to this layout, once. Keys
+/// and budgets were kept by the client's label alone, with no uid: they
+/// are given to the uid of the process that opens the file first (the
+/// daemon, normally), keys under the session `default`, where a client
+/// that never set a label (the common case) keeps finding them.
+fn migrate(conn: &mut Connection) -> Result<(), rusqlite::Error> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let has = |name: &str| -> Result<bool, rusqlite::Error> {
+        tx.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            params![name],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+    };
+    if has("calls")? {
+        tx.execute(
+            "INSERT OR IGNORE INTO idempotency
+                 (uid, session, key, args_hash, state, owner_pid, owner_start, result,
+                  created_ms, finished_ms)
+             SELECT ?1, 'default', key, args_hash, state, owner_pid, owner_start, result,
+                    created_ms, finished_ms
+             FROM calls",
+            params![uid],
+        )?;
+        tx.execute("DROP TABLE calls", [])?;
+    }
+    if has("budgets")? {
+        tx.execute(
+            "INSERT OR IGNORE INTO session_budgets (uid, session, mutating_runs, wall_ms)
+             SELECT ?1, session, mutating_runs, wall_ms FROM budgets",
+            params![uid],
+        )?;
+        tx.execute(
+            "INSERT OR IGNORE INTO uid_budgets (uid, mutating_runs, wall_ms)
+             SELECT ?1, sum(mutating_runs), min(sum(wall_ms), 9223372036854775807) FROM budgets
+             HAVING count(*) > 0",
+            params![uid],
+        )?;
+        tx.execute("DROP TABLE budgets", [])?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()
 }
 
 impl SqliteStore {
@@ -297,28 +488,37 @@ impl SqliteStore {
     fn finalize_interrupted(&self) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let stale: Vec<String> = {
-            let mut stmt = tx
-                .prepare("SELECT key, owner_pid, owner_start FROM calls WHERE state = 'running'")?;
+        let stale: Vec<(u32, String, String)> = {
+            let mut stmt = tx.prepare(
+                "SELECT uid, session, key, owner_pid, owner_start FROM idempotency
+                 WHERE state = 'running'",
+            )?;
             let rows = stmt.query_map([], |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             })?;
             let mut keys = Vec::new();
             for row in rows {
-                let (key, pid, start) = row?;
+                let (uid, session, key, pid, start) = row?;
                 if !Owner::alive(pid, start) {
-                    keys.push(key);
+                    keys.push((uid, session, key));
                 }
             }
             keys
         };
-        for key in &stale {
-            tracing::warn!(idempotency_key = %key, "call interrupted by a previous daemon's death; answered as cancelled");
-            store_result(&tx, key, &interrupted_result(key))?;
+        for (uid, session, key) in &stale {
+            tracing::warn!(uid, session = %session, idempotency_key = %key, "call interrupted by a previous daemon's death; answered as cancelled");
+            let row = Row {
+                uid: *uid,
+                session,
+                key,
+            };
+            store_result(&tx, &row, &interrupted_result(key))?;
         }
         tx.commit()?;
         Ok(())
@@ -336,13 +536,14 @@ fn interrupted_result(key: &str) -> ToolResult {
 
 fn store_result(
     tx: &rusqlite::Transaction<'_>,
-    key: &str,
+    row: &Row<'_>,
     r: &ToolResult,
 ) -> Result<(), StoreError> {
     let json = serde_json::to_string(r).map_err(StoreError::Encode)?;
     tx.execute(
-        "UPDATE calls SET state = 'done', result = ?2, finished_ms = ?3 WHERE key = ?1",
-        params![key, json, now_ms()],
+        "UPDATE idempotency SET state = 'done', result = ?4, finished_ms = ?5
+         WHERE uid = ?1 AND session = ?2 AND key = ?3",
+        params![row.uid, row.session, row.key, json, now_ms()],
     )?;
     Ok(())
 }
@@ -396,125 +597,4 @@ fn start_time(pid: i64) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ok_result(stdout: &str) -> ToolResult {
-        let mut r = ToolResult::success("call-1");
-        r.exit_code = Some(0);
-        r.stdout = stdout.to_string();
-        r.id = Some(serde_json::json!(1));
-        r
-    }
-
-    #[test]
-    fn fresh_then_duplicate_then_key_reuse() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
-        assert_eq!(store.begin("key-0001", "h1").unwrap(), Begin::Fresh);
-        assert_eq!(store.begin("key-0001", "h1").unwrap(), Begin::InFlight);
-        store.finish("key-0001", "h1", &ok_result("hello")).unwrap();
-        let Begin::Duplicate(r) = store.begin("key-0001", "h1").unwrap() else {
-            panic!("not duplicate")
-        };
-        assert!(r.duplicate);
-        assert_eq!(r.stdout, "hello");
-        assert_eq!(
-            r.id, None,
-            "the stored id must not leak into another exchange"
-        );
-        assert_eq!(
-            store.begin("key-0001", "h2").unwrap(),
-            Begin::KeyReuse {
-                stored_args_hash: "h1".into()
-            }
-        );
-    }
-
-    #[test]
-    fn results_survive_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = SqliteStore::open(dir.path()).unwrap();
-            assert_eq!(store.begin("key-0002", "h").unwrap(), Begin::Fresh);
-            store.finish("key-0002", "h", &ok_result("kept")).unwrap();
-        }
-        let store = SqliteStore::open(dir.path()).unwrap();
-        let Begin::Duplicate(r) = store.begin("key-0002", "h").unwrap() else {
-            panic!("not duplicate")
-        };
-        assert_eq!(r.stdout, "kept");
-    }
-
-    #[test]
-    fn reservation_of_a_dead_process_is_answered_as_cancelled() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
-        // A reservation whose owner cannot be alive: pid 0 has no /proc entry.
-        store
-            .conn()
-            .execute(
-                "INSERT INTO calls (key, args_hash, state, owner_pid, owner_start, created_ms)
-                 VALUES ('key-dead', 'h', 'running', 0, 0, 0)",
-                [],
-            )
-            .unwrap();
-        drop(store);
-        let store = SqliteStore::open(dir.path()).unwrap();
-        let Begin::Duplicate(r) = store.begin("key-dead", "h").unwrap() else {
-            panic!("not settled")
-        };
-        assert_eq!(r.error_type, Some(ErrorType::Cancelled));
-        assert!(r.duplicate);
-        assert!(matches!(
-            store.finish("key-dead", "h", &ok_result("late")),
-            Err(StoreError::NotReserved { .. })
-        ));
-    }
-
-    #[test]
-    fn a_live_reservation_of_this_process_stays_in_flight_across_handles() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = SqliteStore::open(dir.path()).unwrap();
-        assert_eq!(a.begin("key-live", "h").unwrap(), Begin::Fresh);
-        // A second handle (another process in real life) sees a live owner.
-        let b = SqliteStore::open(dir.path()).unwrap();
-        assert_eq!(b.begin("key-live", "h").unwrap(), Begin::InFlight);
-    }
-
-    #[test]
-    fn budget_is_spent_by_runs_or_wall_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
-        let budget = BudgetPolicy {
-            max_mutating_runs: 2,
-            max_wall_ms: 1_000,
-        };
-        assert_eq!(store.budget_check("s", &budget).unwrap(), None);
-        store.budget_charge("s", true, 10).unwrap();
-        store.budget_charge("s", false, 10).unwrap();
-        assert_eq!(store.budget_check("s", &budget).unwrap(), None);
-        store.budget_charge("s", true, 10).unwrap();
-        let reason = store.budget_check("s", &budget).unwrap().unwrap();
-        assert!(reason.contains("2 of its 2 mutating runs"), "{reason}");
-        assert_eq!(store.budget_check("other", &budget).unwrap(), None);
-        store.budget_charge("t", false, 1_000).unwrap();
-        assert!(
-            store
-                .budget_check("t", &budget)
-                .unwrap()
-                .unwrap()
-                .contains("ms")
-        );
-    }
-
-    #[test]
-    fn unwritable_state_dir_is_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("not-a-dir");
-        std::fs::write(&file, b"x").unwrap();
-        let err = SqliteStore::open(&file.join("state")).unwrap_err();
-        assert!(matches!(err, StoreError::Dir { .. }), "{err}");
-        assert!(err.to_string().contains("not-a-dir"), "{err}");
-    }
-}
+mod tests;
