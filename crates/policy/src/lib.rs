@@ -267,7 +267,8 @@ impl Default for EnvPolicy {
     }
 }
 
-/// What happens when the kernel cannot apply a sandbox layer.
+/// What happens when the kernel cannot apply a sandbox layer: the level
+/// of every layer `[sandbox.require]` does not name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Enforcement {
@@ -277,12 +278,50 @@ pub enum Enforcement {
     BestEffort,
 }
 
+/// One layer's level in `[sandbox.require]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Requirement {
+    /// Missing on the host: nothing runs, and the error names the layer.
+    Required,
+    /// Missing: the run goes on and the result's `not_applied` names it.
+    BestEffort,
+    /// Not applied even where the kernel offers it.
+    Off,
+}
+
+/// `[sandbox.require]`: per-layer levels overriding `enforcement`, so an
+/// operator requires exactly the layers they rely on. A layer left out
+/// takes the level of the layer it is part of (`landlock_net` and
+/// `landlock_scopes` that of `landlock`, `cgroup_pids` and
+/// `cgroup_memory` that of `cgroup`), and a whole layer `enforcement`'s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequirePolicy {
+    /// Landlock's filesystem rules.
+    pub landlock: Option<Requirement>,
+    /// Landlock's TCP port rules (ABI 4), needed when ports are allowed.
+    pub landlock_net: Option<Requirement>,
+    /// Landlock's signal and abstract-socket scopes (ABI 6).
+    pub landlock_scopes: Option<Requirement>,
+    /// The seccomp filter.
+    pub seccomp: Option<Requirement>,
+    /// A cgroup per run (counts and kills every process of it).
+    pub cgroup: Option<Requirement>,
+    /// The run cgroup's `pids.max`, when `pids_max` > 0.
+    pub cgroup_pids: Option<Requirement>,
+    /// The run cgroup's memory cap, when `memory_max_bytes` > 0.
+    pub cgroup_memory: Option<Requirement>,
+}
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxPolicy {
-    /// Strict (the default) or best effort.
+    /// Strict (the default) or best effort: the level of every layer.
     pub enforcement: Enforcement,
+    /// `[sandbox.require]`: per-layer levels.
+    pub require: RequirePolicy,
     /// Extra read+execute paths (toolchains). Missing ones are skipped.
     pub read: Vec<String>,
     /// Extra read+write paths besides the root and the per-run home.
@@ -311,7 +350,8 @@ pub struct SandboxPolicy {
     pub rlimit_cpu_seconds: u64,
     /// cgroup `pids.max` when a cgroup can be created.
     pub pids_max: u64,
-    /// cgroup memory limit when a cgroup can be created; 0: none.
+    /// The memory cap of a whole run (all its processes, swap included)
+    /// in its cgroup; 0: none.
     pub memory_max_bytes: u64,
 }
 
@@ -319,6 +359,7 @@ impl Default for SandboxPolicy {
     fn default() -> Self {
         SandboxPolicy {
             enforcement: Enforcement::Strict,
+            require: RequirePolicy::default(),
             read: Vec::new(),
             write: Vec::new(),
             connect_ports: Vec::new(),

@@ -492,3 +492,37 @@ fn syntax_errors_keep_what_the_parser_said_as_their_source() {
         "{source:?}"
     );
 }
+
+#[test]
+fn sandbox_require_sets_per_layer_levels_and_refuses_unknown_ones() {
+    use agent_exec_policy::{Enforcement, Requirement};
+    let p = Policy::parse(BASE, "t.toml").unwrap();
+    assert_eq!(p.sandbox.enforcement, Enforcement::Strict);
+    assert_eq!(p.sandbox.require, Default::default());
+
+    let text = format!(
+        "{BASE}\n[sandbox]\nenforcement = \"best_effort\"\n\
+         [sandbox.require]\nlandlock = \"required\"\ncgroup_memory = \"required\"\n\
+         seccomp = \"off\"\nlandlock_scopes = \"best_effort\"\n"
+    );
+    let p = Policy::parse(&text, "t.toml").unwrap();
+    let r = p.sandbox.require;
+    assert_eq!(r.landlock, Some(Requirement::Required));
+    assert_eq!(r.cgroup_memory, Some(Requirement::Required));
+    assert_eq!(r.seccomp, Some(Requirement::Off));
+    assert_eq!(r.landlock_scopes, Some(Requirement::BestEffort));
+    assert_eq!(
+        (r.cgroup, r.cgroup_pids, r.landlock_net),
+        (None, None, None)
+    );
+
+    for bad in [
+        "[sandbox.require]\nlandlock_refer = \"required\"\n",
+        "[sandbox.require]\nseccomp = \"strict\"\n",
+    ] {
+        let text = format!("{BASE}\n{bad}");
+        let msg = err(&text);
+        let line = text.lines().count();
+        assert!(msg.starts_with(&format!("t.toml:{line}:")), "{msg}");
+    }
+}
