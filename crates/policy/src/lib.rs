@@ -314,6 +314,11 @@ pub struct RequirePolicy {
     pub cgroup_memory: Option<Requirement>,
 }
 
+/// The default `[sandbox] memory_max_bytes`: 4 GiB for a whole run, enough
+/// for a compiler or a test suite, and a bound on what one run can take
+/// from the host.
+pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 4 << 30;
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -373,7 +378,7 @@ impl Default for SandboxPolicy {
             rlimit_nproc: 512,
             rlimit_cpu_seconds: 600,
             pids_max: 256,
-            memory_max_bytes: 0,
+            memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
         }
     }
 }

@@ -495,10 +495,13 @@ fn syntax_errors_keep_what_the_parser_said_as_their_source() {
 
 #[test]
 fn sandbox_require_sets_per_layer_levels_and_refuses_unknown_ones() {
-    use agent_exec_policy::{Enforcement, Requirement};
+    use agent_exec_policy::{DEFAULT_MEMORY_MAX_BYTES, Enforcement, Requirement};
     let p = Policy::parse(BASE, "t.toml").unwrap();
     assert_eq!(p.sandbox.enforcement, Enforcement::Strict);
     assert_eq!(p.sandbox.require, Default::default());
+    // A run has a memory cap unless the policy says otherwise.
+    assert_eq!(p.sandbox.memory_max_bytes, DEFAULT_MEMORY_MAX_BYTES);
+    assert_eq!(DEFAULT_MEMORY_MAX_BYTES, 4 << 30);
 
     let text = format!(
         "{BASE}\n[sandbox]\nenforcement = \"best_effort\"\n\

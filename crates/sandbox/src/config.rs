@@ -130,6 +130,10 @@ impl Requirements {
     }
 }
 
+/// The default per-run memory cap: large enough for a compiler or a test
+/// suite, small enough that one run cannot take a typical host's memory.
+pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 4 << 30;
+
 /// Kernel sandbox settings for one service (a CLI run or a daemon).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
@@ -192,7 +196,7 @@ impl SandboxConfig {
             rlimit_nproc: 512,
             rlimit_cpu_seconds: 600,
             pids_max: 256,
-            memory_max_bytes: 0,
+            memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
         }
     }
 

@@ -44,9 +44,11 @@ mod violation;
 mod test_kernel;
 
 pub use capture::Captured;
-pub use config::{Enforcement, Layer, Requirement, Requirements, SandboxConfig};
+pub use config::{
+    DEFAULT_MEMORY_MAX_BYTES, Enforcement, Layer, Requirement, Requirements, SandboxConfig,
+};
 pub use error::SandboxError;
-pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, Termination, run};
+pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, MemoryLimitHit, Termination, run};
 pub use plan::landlock::abi as landlock_abi;
 pub use plan::rundir::private_dir;
 pub use sandbox::{RunSandbox, Sandbox};

@@ -210,6 +210,24 @@ impl RunSandbox {
         self.summary.clone()
     }
 
+    /// The run's memory cap in bytes, when its cgroup has one.
+    pub fn memory_max(&self) -> Option<u64> {
+        self.cgroup
+            .as_ref()
+            .and_then(|cg| cg.memory.as_ref())
+            .map(|m| m.max_bytes)
+    }
+
+    /// How many of the run's processes the kernel killed for passing the
+    /// memory cap since the last call (the first call after the run
+    /// counts the whole run). 0 without a cap.
+    pub(crate) fn take_oom_kills(&self) -> u64 {
+        self.cgroup
+            .as_ref()
+            .and_then(|cg| cg.memory.as_ref())
+            .map_or(0, |m| m.take_oom_kills())
+    }
+
     /// What the child is confined by, borrowed for one spawn.
     pub(crate) fn confinement(&self) -> Confinement<'_> {
         let s = &self.shared;
@@ -282,8 +300,11 @@ impl RunSandbox {
         }
         // Only a cgroup with no process left, never killed, may serve
         // another run; else its own Drop keeps killing and removes it.
-        if empty
-            && !cg.was_killed()
+        let reusable = empty && !cg.was_killed();
+        if reusable {
+            cg.settle();
+        }
+        if reusable
             && let Ok(mut pool) = self.shared.cgroup_pool.lock()
             && pool.len() < CGROUP_POOL_MAX
         {
