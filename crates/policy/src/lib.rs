@@ -124,6 +124,26 @@ pub const SECRET_NAME_WORDS: &str = secret_name_words!();
 /// (the default `[env] secret_pattern`) and redacted from traces.
 pub const DEFAULT_SECRET_PATTERN: &str = concat!("(?i)(", secret_name_words!(), ")");
 
+/// Whether `name` contains one of [`SECRET_NAME_WORDS`], in any case.
+fn has_secret_word(name: &str) -> bool {
+    let name = name.as_bytes();
+    SECRET_NAME_WORDS.split('|').any(|w| {
+        name.windows(w.len())
+            .any(|win| win.eq_ignore_ascii_case(w.as_bytes()))
+    })
+}
+
+/// What becomes of one variable of the supervisor's environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvFate {
+    /// Copied into the child's environment.
+    Pass,
+    /// Withheld because its name looks secret (reported by name).
+    Secret,
+    /// Not named by `[env] keep`.
+    Drop,
+}
+
 /// The shell whose grammar the lexer models, by the paths it is looked up
 /// at. A request that needs a shell runs under this one (as `bash -p -c`)
 /// and nothing else, so the policy's reading and the shell's agree.
@@ -194,6 +214,34 @@ impl Policy {
     /// (`[env] secret_pattern`, case-insensitive).
     pub fn is_secret_name(&self, name: &str) -> bool {
         self.engine.secret_names.is_match(name)
+    }
+
+    /// What becomes of the supervisor's variable `name` in the child's
+    /// environment. Secret-looking names never pass: those the policy's
+    /// `secret_pattern` matches, and, when only a wildcard of `keep`
+    /// (`LC_*`) would let the name through, those containing one of the
+    /// built-in [`SECRET_NAME_WORDS`] too. A narrower custom pattern thus
+    /// cannot let `LC_API_TOKEN` slip through `LC_*`; a name `keep` spells
+    /// out in full is the operator's explicit choice and meets the policy's
+    /// pattern alone.
+    pub fn env_fate(&self, name: &str) -> EnvFate {
+        if self.is_secret_name(name) {
+            return EnvFate::Secret;
+        }
+        let mut by_wildcard = false;
+        for k in &self.env.keep {
+            match k.strip_suffix('*') {
+                Some(prefix) if name.starts_with(prefix) => by_wildcard = true,
+                Some(_) => {}
+                None if name == k => return EnvFate::Pass,
+                None => {}
+            }
+        }
+        match by_wildcard {
+            true if has_secret_word(name) => EnvFate::Secret,
+            true => EnvFate::Pass,
+            false => EnvFate::Drop,
+        }
     }
 
     /// How many `[[example]]`s the policy was checked against at load.

@@ -529,3 +529,31 @@ fn sandbox_require_sets_per_layer_levels_and_refuses_unknown_ones() {
         assert!(msg.starts_with(&format!("t.toml:{line}:")), "{msg}");
     }
 }
+
+#[test]
+fn a_wildcard_keep_never_passes_a_secret_looking_name() {
+    use agent_exec_policy::EnvFate;
+    // A custom secret pattern that knows nothing of tokens.
+    let text = format!(
+        "{BASE}\n[env]\nkeep = [\"LC_*\", \"TERM\", \"MY_SESSION_DIR\"]\nsecret_pattern = \"^OPENAI_\"\n"
+    );
+    let p = Policy::parse(&text, "t.toml").unwrap();
+    assert_eq!(p.env_fate("LC_ALL"), EnvFate::Pass);
+    assert_eq!(p.env_fate("LC_API_TOKEN"), EnvFate::Secret);
+    assert_eq!(p.env_fate("lc_db_Password"), EnvFate::Drop);
+    assert_eq!(p.env_fate("LC_db_Password"), EnvFate::Secret);
+    assert_eq!(p.env_fate("OPENAI_X"), EnvFate::Secret);
+    assert_eq!(p.env_fate("TERM"), EnvFate::Pass);
+    assert_eq!(p.env_fate("HOME_X"), EnvFate::Drop);
+    // Named in full: the operator's explicit choice, held to the
+    // policy's own pattern only.
+    assert_eq!(p.env_fate("MY_SESSION_DIR"), EnvFate::Pass);
+
+    // The default pattern withholds every secret-looking name, kept or not.
+    let p = Policy::parse(BASE, "t.toml").unwrap();
+    assert_eq!(p.env_fate("LC_API_TOKEN"), EnvFate::Secret);
+    assert_eq!(p.env_fate("GITHUB_TOKEN"), EnvFate::Secret);
+    assert_eq!(p.env_fate("LC_TIME"), EnvFate::Pass);
+    assert_eq!(p.env_fate("LANG"), EnvFate::Pass);
+    assert_eq!(p.env_fate("EDITOR"), EnvFate::Drop);
+}
