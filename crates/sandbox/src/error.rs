@@ -58,6 +58,13 @@ pub enum SandboxError {
         path.display()
     )]
     RunDirBase { path: PathBuf, uid: u32 },
+    /// No place for the base of the per-run directories is safe: the last
+    /// one tried, the temp directory, may be changed by other users.
+    #[error(
+        "per-run directory: {} (or a directory above it) may be changed by users other than uid {uid} and root; set XDG_RUNTIME_DIR, HOME or TMPDIR to a directory of that user's own",
+        path.display()
+    )]
+    RunDirUntrusted { path: PathBuf, uid: u32 },
     /// A per-run directory could not be given to the child user.
     #[error("per-run directory: {}: chown: {source}", path.display())]
     RunDirChown {
@@ -103,6 +110,7 @@ impl SandboxError {
             SandboxError::User(_) | SandboxError::UserLookup { .. } => "privileges",
             SandboxError::RunDir { .. }
             | SandboxError::RunDirBase { .. }
+            | SandboxError::RunDirUntrusted { .. }
             | SandboxError::RunDirChown { .. }
             | SandboxError::RunDirOpen { .. } => "run_dir",
             SandboxError::Root { .. }
