@@ -28,6 +28,8 @@ pub enum ErrorType {
     NonzeroExit,
     KilledBySignal,
     OutputLimit,
+    /// The run passed its memory cap and the kernel killed processes of it.
+    MemoryLimit,
     SandboxViolation,
     SandboxUnavailable,
     BudgetExhausted,
@@ -50,6 +52,7 @@ impl ErrorType {
             | ErrorType::CommandTimeout
             | ErrorType::NonzeroExit
             | ErrorType::OutputLimit
+            | ErrorType::MemoryLimit
             | ErrorType::Busy
             | ErrorType::PermissionDenied
             | ErrorType::SandboxViolation
@@ -93,6 +96,9 @@ impl ErrorType {
             }
             ErrorType::OutputLimit => {
                 "The command printed more than the hard output limit and was stopped. Filter its output (grep, head, a narrower path)."
+            }
+            ErrorType::MemoryLimit => {
+                "The command's processes together used more memory than the run's cap, and the kernel killed some of them. Reduce the working set (smaller inputs, fewer parallel jobs such as make -j1, streaming instead of loading whole files), or ask the operator to raise memory_max_bytes in the policy's [sandbox] table."
             }
             ErrorType::SandboxViolation => {
                 "The sandbox blocked an operation (a path outside the root, the network, or a privileged call). Stay inside the project root and work offline."
@@ -331,7 +337,7 @@ impl ToolResult {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorType; 17] = [
+    const ALL: [ErrorType; 18] = [
         ErrorType::InvalidArguments,
         ErrorType::ParseError,
         ErrorType::PermissionDenied,
@@ -341,6 +347,7 @@ mod tests {
         ErrorType::NonzeroExit,
         ErrorType::KilledBySignal,
         ErrorType::OutputLimit,
+        ErrorType::MemoryLimit,
         ErrorType::SandboxViolation,
         ErrorType::SandboxUnavailable,
         ErrorType::BudgetExhausted,
@@ -350,6 +357,19 @@ mod tests {
         ErrorType::PolicyError,
         ErrorType::InternalError,
     ];
+
+    #[test]
+    fn memory_limit_is_recoverable_and_says_what_to_change() {
+        let e = ErrorType::MemoryLimit;
+        assert_eq!(
+            serde_json::to_value(e).unwrap(),
+            serde_json::json!("MEMORY_LIMIT")
+        );
+        assert!(e.recoverable());
+        assert!(e.suggestion().contains("memory_max_bytes"));
+        assert!(e.suggestion().contains("working set"));
+        assert_eq!(e.cli_exit_code(), 125);
+    }
 
     #[test]
     fn a_refusal_takes_advice_and_recoverability_from_its_kind() {

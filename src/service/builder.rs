@@ -10,7 +10,7 @@ use super::check::Checker;
 use super::invocation::{BaseEnv, find_shell};
 use super::schema::tool_schema_sha256;
 use super::{Replay, Service};
-use crate::policy::{Enforcement, Policy, SandboxPolicy};
+use crate::policy::{Enforcement, Policy, RequirePolicy, Requirement, SandboxPolicy};
 use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{Budgets, SqliteStore, StateStore, StoreError};
 use crate::trace::{
@@ -329,6 +329,7 @@ pub fn sandbox_config(p: &SandboxPolicy) -> agent_exec_sandbox::SandboxConfig {
             Enforcement::Strict => agent_exec_sandbox::Enforcement::Strict,
             Enforcement::BestEffort => agent_exec_sandbox::Enforcement::BestEffort,
         },
+        require: requirements(&p.require),
         system_read: crate::policy::SYSTEM_READ_DIRS
             .iter()
             .map(PathBuf::from)
@@ -347,5 +348,26 @@ pub fn sandbox_config(p: &SandboxPolicy) -> agent_exec_sandbox::SandboxConfig {
         rlimit_cpu_seconds: p.rlimit_cpu_seconds,
         pids_max: p.pids_max,
         memory_max_bytes: p.memory_max_bytes,
+    }
+}
+
+/// `[sandbox.require]` as the sandbox's per-layer levels.
+fn requirements(r: &RequirePolicy) -> agent_exec_sandbox::Requirements {
+    use agent_exec_sandbox::Requirement as Level;
+    let level = |l: Option<Requirement>| {
+        l.map(|l| match l {
+            Requirement::Required => Level::Required,
+            Requirement::BestEffort => Level::BestEffort,
+            Requirement::Off => Level::Off,
+        })
+    };
+    agent_exec_sandbox::Requirements {
+        landlock: level(r.landlock),
+        landlock_net: level(r.landlock_net),
+        landlock_scopes: level(r.landlock_scopes),
+        seccomp: level(r.seccomp),
+        cgroup: level(r.cgroup),
+        cgroup_pids: level(r.cgroup_pids),
+        cgroup_memory: level(r.cgroup_memory),
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::Service;
 use super::refusal::Refusal;
-use crate::policy::{Decision, Policy};
+use crate::policy::{Decision, EnvFate, Policy};
 use crate::request::{CommandSpec, RunRequest};
 use crate::result::SandboxSummary;
 use crate::sandbox::ExecSpec;
@@ -33,22 +33,18 @@ const OWN_NAMES: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
 
 impl BaseEnv {
     pub(crate) fn from_policy(policy: &Policy) -> BaseEnv {
-        let keeps = |name: &str| {
-            policy.env.keep.iter().any(|k| match k.strip_suffix('*') {
-                Some(prefix) => name.starts_with(prefix),
-                None => name == k,
-            })
-        };
         let mut entries = Vec::new();
         let mut scrubbed = Vec::new();
         for (k, v) in std::env::vars_os() {
             let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
                 continue;
             };
-            if policy.is_secret_name(k) {
-                scrubbed.push(k.to_string());
-            } else if keeps(k) && !OWN_NAMES.contains(&k) {
-                entries.push((k.to_string(), v.to_string()));
+            match policy.env_fate(k) {
+                EnvFate::Secret => scrubbed.push(k.to_string()),
+                EnvFate::Pass if !OWN_NAMES.contains(&k) => {
+                    entries.push((k.to_string(), v.to_string()))
+                }
+                EnvFate::Pass | EnvFate::Drop => {}
             }
         }
         for (k, v) in &policy.env.set {

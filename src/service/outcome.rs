@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::invocation::Invocation;
 use crate::result::{ErrorType, ToolResult};
 use crate::sandbox::SpawnError;
-use crate::sandbox::{self, CancelToken, ExecError, ExecOutcome, Termination};
+use crate::sandbox::{self, CancelToken, ExecError, ExecOutcome, MemoryLimitHit, Termination};
 
 /// What the classifier needs to know besides the outcome itself.
 pub(crate) struct RunContext<'a> {
@@ -58,6 +58,16 @@ fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult
     // seccomp) is told apart from the command's own, naming what was
     // blocked, so the model does not retry the same thing.
     let violation = || sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, ctx.root);
+    // The cap killed part of the run: whatever the rest did afterwards
+    // (failed, hung until the deadline, or even exited 0 without the
+    // killed part's work), that is what the model must know. Only a
+    // cancellation, which the client asked for, says otherwise.
+    if let Some(hit) = o.memory_limit
+        && o.termination != Termination::Cancelled
+    {
+        r.set_error(ErrorType::MemoryLimit, memory_message(hit, o.termination));
+        return r;
+    }
     let (error_type, message) = match o.termination {
         Termination::Exited(0) => return r,
         Termination::Exited(code) => match violation() {
@@ -104,6 +114,30 @@ fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult
     r
 }
 
+/// What the memory cap did, and how the run ended after it.
+fn memory_message(hit: MemoryLimitHit, end: Termination) -> String {
+    let MemoryLimitHit {
+        max_bytes,
+        oom_kills,
+    } = hit;
+    let ended = match end {
+        Termination::Exited(c) => format!("the command then exited with status {c}"),
+        Termination::Signaled(s) => format!("the command was killed by signal {s}"),
+        Termination::TimedOut => "the rest of the command then ran past its deadline".into(),
+        Termination::OutputLimit => "the command then passed the output limit".into(),
+        Termination::Cancelled => "the call was cancelled".into(),
+    };
+    let processes = if oom_kills == 1 {
+        "process"
+    } else {
+        "processes"
+    };
+    format!(
+        "memory limit: the command's processes together passed the run's memory cap of {} MiB (memory_max_bytes = {max_bytes}) and the kernel killed {oom_kills} {processes} of it; {ended}",
+        max_bytes >> 20
+    )
+}
+
 /// The result of a command that could not be started.
 fn spawn_failure(e: ExecError, call_id: &str) -> ToolResult {
     match e {
@@ -133,5 +167,72 @@ fn spawn_failure(e: ExecError, call_id: &str) -> ToolResult {
             format!("the sandbox could not be applied, so nothing ran: {e}"),
         ),
         e => ToolResult::refusal(call_id, ErrorType::InternalError, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::sandbox::Captured;
+
+    fn outcome(termination: Termination, hit: Option<MemoryLimitHit>) -> ExecOutcome {
+        let empty = Captured {
+            text: String::new(),
+            bytes: 0,
+            truncated: false,
+        };
+        let (exit_code, signal) = match termination {
+            Termination::Exited(c) => (Some(c), None),
+            Termination::Signaled(s) => (None, Some(s)),
+            _ => (None, None),
+        };
+        ExecOutcome {
+            termination,
+            exit_code,
+            signal,
+            stdout: empty.clone(),
+            stderr: empty,
+            duration: Duration::from_millis(5),
+            memory_limit: hit,
+        }
+    }
+
+    #[test]
+    fn a_kill_by_the_memory_cap_is_reported_however_the_run_ended() {
+        let ctx = RunContext {
+            call_id: "c",
+            root: Path::new("/nonexistent"),
+            needs_shell: true,
+            hard_limit_bytes: 1 << 20,
+            started: Instant::now(),
+        };
+        let hit = MemoryLimitHit {
+            max_bytes: 256 << 20,
+            oom_kills: 2,
+        };
+        for end in [
+            Termination::Exited(0),
+            Termination::Exited(1),
+            Termination::Signaled(9),
+            Termination::TimedOut,
+        ] {
+            let r = classify(outcome(end, Some(hit)), 1000, &ctx);
+            assert_eq!(r.error_type, Some(ErrorType::MemoryLimit), "{end:?}");
+            assert!(!r.ok && r.recoverable);
+            assert!(r.message.contains("256 MiB"), "{}", r.message);
+            assert!(r.message.contains("killed 2 processes"), "{}", r.message);
+            // The command's own status is still there.
+            assert_eq!(r.signal, outcome(end, None).signal);
+        }
+        // A cancellation the client asked for stays one.
+        let r = classify(outcome(Termination::Cancelled, Some(hit)), 1000, &ctx);
+        assert_eq!(r.error_type, Some(ErrorType::Cancelled));
+        // No kill by the cap: as before.
+        let r = classify(outcome(Termination::Signaled(9), None), 1000, &ctx);
+        assert_eq!(r.error_type, Some(ErrorType::KilledBySignal));
+        let r = classify(outcome(Termination::Exited(0), None), 1000, &ctx);
+        assert!(r.ok);
     }
 }

@@ -104,6 +104,13 @@ impl Project {
     pub fn new(dep: Deployment, unix_sockets: bool) -> Project {
         let root = tempdir("ae-contain-root-", 0o755);
         let policy_dir = tempdir("ae-contain-policy-", 0o755);
+        // An ordinary user gets a run cgroup only where a subtree is
+        // delegated to it, and strict enforcement requires one unless the
+        // policy says otherwise: that deployment takes what the host gives.
+        let require = match dep {
+            Deployment::User => "[sandbox.require]\ncgroup = \"best_effort\"\n",
+            _ => "",
+        };
         let policy = format!(
             "name = \"contain-test\"\n\
              description = \"Allows every command; the kernel sandbox contains it.\"\n\
@@ -115,7 +122,8 @@ impl Project {
              timeout_ms = 30000\n\
              [sandbox]\n\
              enforcement = \"strict\"\n\
-             unix_sockets = {unix_sockets}\n"
+             unix_sockets = {unix_sockets}\n\
+             {require}"
         );
         let p = policy_dir.path().join("policy.toml");
         std::fs::write(&p, policy).unwrap();

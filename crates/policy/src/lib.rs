@@ -124,6 +124,26 @@ pub const SECRET_NAME_WORDS: &str = secret_name_words!();
 /// (the default `[env] secret_pattern`) and redacted from traces.
 pub const DEFAULT_SECRET_PATTERN: &str = concat!("(?i)(", secret_name_words!(), ")");
 
+/// Whether `name` contains one of [`SECRET_NAME_WORDS`], in any case.
+fn has_secret_word(name: &str) -> bool {
+    let name = name.as_bytes();
+    SECRET_NAME_WORDS.split('|').any(|w| {
+        name.windows(w.len())
+            .any(|win| win.eq_ignore_ascii_case(w.as_bytes()))
+    })
+}
+
+/// What becomes of one variable of the supervisor's environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvFate {
+    /// Copied into the child's environment.
+    Pass,
+    /// Withheld because its name looks secret (reported by name).
+    Secret,
+    /// Not named by `[env] keep`.
+    Drop,
+}
+
 /// The shell whose grammar the lexer models, by the paths it is looked up
 /// at. A request that needs a shell runs under this one (as `bash -p -c`)
 /// and nothing else, so the policy's reading and the shell's agree.
@@ -194,6 +214,34 @@ impl Policy {
     /// (`[env] secret_pattern`, case-insensitive).
     pub fn is_secret_name(&self, name: &str) -> bool {
         self.engine.secret_names.is_match(name)
+    }
+
+    /// What becomes of the supervisor's variable `name` in the child's
+    /// environment. Secret-looking names never pass: those the policy's
+    /// `secret_pattern` matches, and, when only a wildcard of `keep`
+    /// (`LC_*`) would let the name through, those containing one of the
+    /// built-in [`SECRET_NAME_WORDS`] too. A narrower custom pattern thus
+    /// cannot let `LC_API_TOKEN` slip through `LC_*`; a name `keep` spells
+    /// out in full is the operator's explicit choice and meets the policy's
+    /// pattern alone.
+    pub fn env_fate(&self, name: &str) -> EnvFate {
+        if self.is_secret_name(name) {
+            return EnvFate::Secret;
+        }
+        let mut by_wildcard = false;
+        for k in &self.env.keep {
+            match k.strip_suffix('*') {
+                Some(prefix) if name.starts_with(prefix) => by_wildcard = true,
+                Some(_) => {}
+                None if name == k => return EnvFate::Pass,
+                None => {}
+            }
+        }
+        match by_wildcard {
+            true if has_secret_word(name) => EnvFate::Secret,
+            true => EnvFate::Pass,
+            false => EnvFate::Drop,
+        }
     }
 
     /// How many `[[example]]`s the policy was checked against at load.
@@ -267,7 +315,8 @@ impl Default for EnvPolicy {
     }
 }
 
-/// What happens when the kernel cannot apply a sandbox layer.
+/// What happens when the kernel cannot apply a sandbox layer: the level
+/// of every layer `[sandbox.require]` does not name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Enforcement {
@@ -277,12 +326,55 @@ pub enum Enforcement {
     BestEffort,
 }
 
+/// One layer's level in `[sandbox.require]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Requirement {
+    /// Missing on the host: nothing runs, and the error names the layer.
+    Required,
+    /// Missing: the run goes on and the result's `not_applied` names it.
+    BestEffort,
+    /// Not applied even where the kernel offers it.
+    Off,
+}
+
+/// `[sandbox.require]`: per-layer levels overriding `enforcement`, so an
+/// operator requires exactly the layers they rely on. A layer left out
+/// takes the level of the layer it is part of (`landlock_net` and
+/// `landlock_scopes` that of `landlock`, `cgroup_pids` and
+/// `cgroup_memory` that of `cgroup`), and a whole layer `enforcement`'s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequirePolicy {
+    /// Landlock's filesystem rules.
+    pub landlock: Option<Requirement>,
+    /// Landlock's TCP port rules (ABI 4), needed when ports are allowed.
+    pub landlock_net: Option<Requirement>,
+    /// Landlock's signal and abstract-socket scopes (ABI 6).
+    pub landlock_scopes: Option<Requirement>,
+    /// The seccomp filter.
+    pub seccomp: Option<Requirement>,
+    /// A cgroup per run (counts and kills every process of it).
+    pub cgroup: Option<Requirement>,
+    /// The run cgroup's `pids.max`, when `pids_max` > 0.
+    pub cgroup_pids: Option<Requirement>,
+    /// The run cgroup's memory cap, when `memory_max_bytes` > 0.
+    pub cgroup_memory: Option<Requirement>,
+}
+
+/// The default `[sandbox] memory_max_bytes`: 4 GiB for a whole run, enough
+/// for a compiler or a test suite, and a bound on what one run can take
+/// from the host.
+pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 4 << 30;
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxPolicy {
-    /// Strict (the default) or best effort.
+    /// Strict (the default) or best effort: the level of every layer.
     pub enforcement: Enforcement,
+    /// `[sandbox.require]`: per-layer levels.
+    pub require: RequirePolicy,
     /// Extra read+execute paths (toolchains). Missing ones are skipped.
     pub read: Vec<String>,
     /// Extra read+write paths besides the root and the per-run home.
@@ -311,7 +403,8 @@ pub struct SandboxPolicy {
     pub rlimit_cpu_seconds: u64,
     /// cgroup `pids.max` when a cgroup can be created.
     pub pids_max: u64,
-    /// cgroup memory limit when a cgroup can be created; 0: none.
+    /// The memory cap of a whole run (all its processes, swap included)
+    /// in its cgroup; 0: none.
     pub memory_max_bytes: u64,
 }
 
@@ -319,6 +412,7 @@ impl Default for SandboxPolicy {
     fn default() -> Self {
         SandboxPolicy {
             enforcement: Enforcement::Strict,
+            require: RequirePolicy::default(),
             read: Vec::new(),
             write: Vec::new(),
             connect_ports: Vec::new(),
@@ -332,7 +426,7 @@ impl Default for SandboxPolicy {
             rlimit_nproc: 512,
             rlimit_cpu_seconds: 600,
             pids_max: 256,
-            memory_max_bytes: 0,
+            memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
         }
     }
 }

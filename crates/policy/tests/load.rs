@@ -492,3 +492,68 @@ fn syntax_errors_keep_what_the_parser_said_as_their_source() {
         "{source:?}"
     );
 }
+
+#[test]
+fn sandbox_require_sets_per_layer_levels_and_refuses_unknown_ones() {
+    use agent_exec_policy::{DEFAULT_MEMORY_MAX_BYTES, Enforcement, Requirement};
+    let p = Policy::parse(BASE, "t.toml").unwrap();
+    assert_eq!(p.sandbox.enforcement, Enforcement::Strict);
+    assert_eq!(p.sandbox.require, Default::default());
+    // A run has a memory cap unless the policy says otherwise.
+    assert_eq!(p.sandbox.memory_max_bytes, DEFAULT_MEMORY_MAX_BYTES);
+    assert_eq!(DEFAULT_MEMORY_MAX_BYTES, 4 << 30);
+
+    let text = format!(
+        "{BASE}\n[sandbox]\nenforcement = \"best_effort\"\n\
+         [sandbox.require]\nlandlock = \"required\"\ncgroup_memory = \"required\"\n\
+         seccomp = \"off\"\nlandlock_scopes = \"best_effort\"\n"
+    );
+    let p = Policy::parse(&text, "t.toml").unwrap();
+    let r = p.sandbox.require;
+    assert_eq!(r.landlock, Some(Requirement::Required));
+    assert_eq!(r.cgroup_memory, Some(Requirement::Required));
+    assert_eq!(r.seccomp, Some(Requirement::Off));
+    assert_eq!(r.landlock_scopes, Some(Requirement::BestEffort));
+    assert_eq!(
+        (r.cgroup, r.cgroup_pids, r.landlock_net),
+        (None, None, None)
+    );
+
+    for bad in [
+        "[sandbox.require]\nlandlock_refer = \"required\"\n",
+        "[sandbox.require]\nseccomp = \"strict\"\n",
+    ] {
+        let text = format!("{BASE}\n{bad}");
+        let msg = err(&text);
+        let line = text.lines().count();
+        assert!(msg.starts_with(&format!("t.toml:{line}:")), "{msg}");
+    }
+}
+
+#[test]
+fn a_wildcard_keep_never_passes_a_secret_looking_name() {
+    use agent_exec_policy::EnvFate;
+    // A custom secret pattern that knows nothing of tokens.
+    let text = format!(
+        "{BASE}\n[env]\nkeep = [\"LC_*\", \"TERM\", \"MY_SESSION_DIR\"]\nsecret_pattern = \"^OPENAI_\"\n"
+    );
+    let p = Policy::parse(&text, "t.toml").unwrap();
+    assert_eq!(p.env_fate("LC_ALL"), EnvFate::Pass);
+    assert_eq!(p.env_fate("LC_API_TOKEN"), EnvFate::Secret);
+    assert_eq!(p.env_fate("lc_db_Password"), EnvFate::Drop);
+    assert_eq!(p.env_fate("LC_db_Password"), EnvFate::Secret);
+    assert_eq!(p.env_fate("OPENAI_X"), EnvFate::Secret);
+    assert_eq!(p.env_fate("TERM"), EnvFate::Pass);
+    assert_eq!(p.env_fate("HOME_X"), EnvFate::Drop);
+    // Named in full: the operator's explicit choice, held to the
+    // policy's own pattern only.
+    assert_eq!(p.env_fate("MY_SESSION_DIR"), EnvFate::Pass);
+
+    // The default pattern withholds every secret-looking name, kept or not.
+    let p = Policy::parse(BASE, "t.toml").unwrap();
+    assert_eq!(p.env_fate("LC_API_TOKEN"), EnvFate::Secret);
+    assert_eq!(p.env_fate("GITHUB_TOKEN"), EnvFate::Secret);
+    assert_eq!(p.env_fate("LC_TIME"), EnvFate::Pass);
+    assert_eq!(p.env_fate("LANG"), EnvFate::Pass);
+    assert_eq!(p.env_fate("EDITOR"), EnvFate::Drop);
+}

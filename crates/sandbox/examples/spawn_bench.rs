@@ -4,6 +4,10 @@
 //! the total and the median, mean and p90 per run. `--keep-bounding-set`
 //! leaves the spawning thread's capability bounding set alone, so every
 //! privileged child drops it itself (as the daemon's main thread would).
+//! `--memory-max=BYTES` sets the per-run memory cap (0: none; default: the
+//! configuration's default). `--fresh-cgroups` measures `for_run` alone
+//! while every run is held, so each makes a new cgroup instead of taking
+//! one from the pool.
 
 use std::ffi::CString;
 use std::path::PathBuf;
@@ -32,11 +36,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::os::unix::fs::chown(&root, Some(65534), Some(65534))?;
     }
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
-    let cfg = SandboxConfig::new(system.iter().map(PathBuf::from).collect());
+    let mut cfg = SandboxConfig::new(system.iter().map(PathBuf::from).collect());
+    if let Some(m) = args.iter().find_map(|a| a.strip_prefix("--memory-max=")) {
+        cfg.memory_max_bytes = m.parse()?;
+    }
     let sb = Sandbox::prepare(&supervisor, &cfg, &root)?;
     let c = |s: &str| CString::new(s);
     let cancel = CancelToken::new();
     let mut times = Vec::with_capacity(n);
+    if args.iter().any(|a| a == "--fresh-cgroups") {
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            held.push(sb.for_run()?);
+            times.push(t.elapsed());
+        }
+        report("for_run", &mut times);
+        drop(held);
+        std::fs::remove_dir_all(&root)?;
+        return Ok(());
+    }
     for _ in 0..n {
         let t = Instant::now();
         let spec = ExecSpec {
@@ -58,15 +77,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         times.push(t.elapsed());
     }
+    report("runs", &mut times);
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// Prints the total and the median, mean and p90 of `times`.
+fn report(what: &str, times: &mut [Duration]) {
+    let n = times.len();
     times.sort();
     let total: Duration = times.iter().sum();
     println!(
-        "runs {n} total {:.3}s mean {:.1}us median {:.1}us p90 {:.1}us",
+        "{what} {n} total {:.3}s mean {:.1}us median {:.1}us p90 {:.1}us",
         total.as_secs_f64(),
         total.as_secs_f64() * 1e6 / n as f64,
         times[n / 2].as_secs_f64() * 1e6,
         times[n * 9 / 10].as_secs_f64() * 1e6
     );
-    std::fs::remove_dir_all(&root)?;
-    Ok(())
 }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use nix::errno::Errno;
 
+use crate::config::Layer;
+
 /// Why the sandbox cannot be set up. Each variant belongs to a layer
 /// ([`SandboxError::layer`]), so the operator knows what the host lacks.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +24,16 @@ pub enum SandboxError {
     /// The kernel refuses the filter, or the filter cannot be built.
     #[error("seccomp unavailable: {0}")]
     Seccomp(String),
+    /// A layer the configuration requires (`Requirement::Required`) is
+    /// missing on this host or for this run.
+    #[error("required sandbox layer {} unavailable: {reason}", layer.name())]
+    Required { layer: Layer, reason: String },
+    /// The child would run as uid 0 without Landlock's signal scope: it
+    /// could then signal every root process, the supervisor included.
+    #[error(
+        "a child running as uid 0 needs Landlock's signal scope ({reason}): without it the child may signal every root process, the supervisor included; set sandbox.run_as to another user"
+    )]
+    RootChildUnscoped { reason: String },
     /// The child would run as a user it must not run as.
     #[error("privilege drop impossible: {0}")]
     User(String),
@@ -46,6 +58,13 @@ pub enum SandboxError {
         path.display()
     )]
     RunDirBase { path: PathBuf, uid: u32 },
+    /// No place for the base of the per-run directories is safe: the last
+    /// one tried, the temp directory, may be changed by other users.
+    #[error(
+        "per-run directory: {} (or a directory above it) may be changed by users other than uid {uid} and root; set XDG_RUNTIME_DIR, HOME or TMPDIR to a directory of that user's own",
+        path.display()
+    )]
+    RunDirUntrusted { path: PathBuf, uid: u32 },
     /// A per-run directory could not be given to the child user.
     #[error("per-run directory: {}: chown: {source}", path.display())]
     RunDirChown {
@@ -81,14 +100,17 @@ pub enum SandboxError {
 
 impl SandboxError {
     /// The layer's short name (`landlock`, `seccomp`, `privileges`,
-    /// `run_dir`, `setup`).
+    /// `run_dir`, `setup`, or a required [`Layer`]'s name).
     pub fn layer(&self) -> &'static str {
         match self {
             SandboxError::Landlock(_) | SandboxError::LandlockPath { .. } => "landlock",
             SandboxError::Seccomp(_) => "seccomp",
+            SandboxError::Required { layer, .. } => layer.name(),
+            SandboxError::RootChildUnscoped { .. } => Layer::LandlockScopes.name(),
             SandboxError::User(_) | SandboxError::UserLookup { .. } => "privileges",
             SandboxError::RunDir { .. }
             | SandboxError::RunDirBase { .. }
+            | SandboxError::RunDirUntrusted { .. }
             | SandboxError::RunDirChown { .. }
             | SandboxError::RunDirOpen { .. } => "run_dir",
             SandboxError::Root { .. }
@@ -141,6 +163,21 @@ mod tests {
             "per-run directory: /tmp/agent-exec-0 is not a directory owned by uid 0; remove it"
         );
         assert!(std::error::Error::source(&e).is_none());
+
+        let e = SandboxError::Required {
+            layer: Layer::CgroupMemory,
+            reason: "no memory controller".into(),
+        };
+        assert_eq!(e.layer(), "cgroup_memory");
+        assert_eq!(
+            e.to_string(),
+            "required sandbox layer cgroup_memory unavailable: no memory controller"
+        );
+        let e = SandboxError::RootChildUnscoped {
+            reason: "the kernel offers Landlock ABI 5".into(),
+        };
+        assert_eq!(e.layer(), "landlock_scopes");
+        assert!(e.to_string().contains("uid 0"), "{e}");
 
         let e = SandboxError::RootVanished("/srv/p".into());
         assert_eq!(e.layer(), "setup");

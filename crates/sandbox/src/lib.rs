@@ -44,9 +44,11 @@ mod violation;
 mod test_kernel;
 
 pub use capture::Captured;
-pub use config::{Enforcement, SandboxConfig};
+pub use config::{
+    DEFAULT_MEMORY_MAX_BYTES, Enforcement, Layer, Requirement, Requirements, SandboxConfig,
+};
 pub use error::SandboxError;
-pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, Termination, run};
+pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, MemoryLimitHit, Termination, run};
 pub use plan::landlock::abi as landlock_abi;
 pub use plan::rundir::private_dir;
 pub use sandbox::{RunSandbox, Sandbox};
@@ -60,3 +62,10 @@ pub use violation::attribute_violation;
 #[cfg(debug_assertions)]
 #[doc(hidden)]
 pub use sandbox::TEST_NO_LANDLOCK_ENV;
+
+/// Debug builds only: a comma-separated list of [`Layer`] names set in the
+/// environment makes [`Sandbox::prepare`] act as on a host without those
+/// layers (tests of the fail-closed and best-effort paths).
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub use sandbox::TEST_MISSING_LAYERS_ENV;

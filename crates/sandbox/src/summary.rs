@@ -9,6 +9,9 @@ pub struct Summary {
     /// `full`, `partial` or `none`.
     pub landlock: String,
     pub seccomp: bool,
+    /// Every child sets `no_new_privs` and reads it back before exec, and
+    /// its spawn fails unless the flag holds: true of every run that
+    /// started.
     pub no_new_privs: bool,
     /// `none`, or `loopback:PORT,...`.
     pub network: String,

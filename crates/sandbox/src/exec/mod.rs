@@ -188,6 +188,18 @@ pub struct ExecOutcome {
     pub stdout: Captured,
     pub stderr: Captured,
     pub duration: Duration,
+    /// Set when the kernel killed processes of the run for passing the
+    /// run's memory cap, whichever process it chose (the main child or
+    /// not) and however the run then ended.
+    pub memory_limit: Option<MemoryLimitHit>,
+}
+
+/// The run passed its memory cap: the cap, and how many of its processes
+/// the kernel's OOM killer ended for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimitHit {
+    pub max_bytes: u64,
+    pub oom_kills: u64,
 }
 
 /// Why a run could not be carried out.
@@ -537,6 +549,14 @@ impl Flight<'_> {
         } = self;
         drop(input);
         kill_everything(&main);
+        // Every process of the run is gone: no later kill is its.
+        let memory_limit = main.sandbox.as_ref().and_then(|sb| {
+            let oom_kills = sb.take_oom_kills();
+            (oom_kills > 0).then(|| MemoryLimitHit {
+                max_bytes: sb.memory_max().unwrap_or(0),
+                oom_kills,
+            })
+        });
         // Every writer is dead: take what is still in the pipes. The read
         // count is bounded in case a writer escaped the kill. Past the hard
         // limit, the counts stop where the kill happened.
@@ -567,6 +587,7 @@ impl Flight<'_> {
             stdout: out.cap.finish(),
             stderr: err.cap.finish(),
             duration: start.elapsed(),
+            memory_limit,
         })
     }
 }

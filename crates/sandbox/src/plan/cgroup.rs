@@ -193,6 +193,59 @@ pub(crate) struct RunCgroup {
     /// `clone3(CLONE_INTO_CGROUP)` (its kill sequence number no longer
     /// matches the one the fork recorded).
     killed: std::sync::atomic::AtomicBool,
+    /// The memory cap, when one was written.
+    pub memory: Option<MemoryCap>,
+}
+
+/// A run cgroup's memory cap and where the kernel counts its OOM kills.
+#[derive(Debug)]
+pub(crate) struct MemoryCap {
+    pub max_bytes: u64,
+    /// `memory.events` (v2) or `memory.oom_control` (v1): both have an
+    /// `oom_kill N` line, the kills the cap caused in this cgroup's life.
+    events: PathBuf,
+    /// The count already reported: a pooled cgroup keeps counting across
+    /// runs, so a run's kills are the difference.
+    seen: AtomicU64,
+    /// Whether the current run's count was taken (else it is taken before
+    /// the cgroup serves another run).
+    taken: std::sync::atomic::AtomicBool,
+}
+
+impl MemoryCap {
+    fn new(max_bytes: u64, events: PathBuf) -> MemoryCap {
+        MemoryCap {
+            max_bytes,
+            events,
+            seen: AtomicU64::new(0),
+            taken: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The processes the cap killed since the last call. Read once the
+    /// run's processes are gone, so no later kill belongs to it. An
+    /// unreadable file counts none: the result then shows how the run
+    /// ended without naming the cap.
+    pub(crate) fn take_oom_kills(&self) -> u64 {
+        self.taken.store(true, Ordering::Relaxed);
+        let Some(now) = fs::read_to_string(&self.events).ok().and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("oom_kill "))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        }) else {
+            return 0;
+        };
+        now.saturating_sub(self.seen.swap(now, Ordering::Relaxed))
+    }
+
+    /// Before the cgroup serves another run: what this run's result did
+    /// not take must not be reported by the next one.
+    fn settle(&self) {
+        if !self.taken.swap(false, Ordering::Relaxed) {
+            let _ = self.take_oom_kills();
+            self.taken.store(false, Ordering::Relaxed);
+        }
+    }
 }
 
 static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -215,6 +268,7 @@ impl RunCgroup {
             freezer: None,
             applied: Vec::new(),
             killed: std::sync::atomic::AtomicBool::new(false),
+            memory: None,
         };
         let make = |cg: &mut RunCgroup, base: &Path| -> Option<(PathBuf, OwnedFd)> {
             let dir = base.join(&name);
@@ -253,8 +307,14 @@ impl RunCgroup {
                 && layout.v2_memory
                 && write_file(&dir.join("memory.max"), &memory_max.to_string()).is_ok()
             {
+                // memory.max bounds RAM only: without this a run could page
+                // out past its cap into the host's swap. 0 rather than a
+                // second budget, so the cap means RAM and swap together, as
+                // memsw does on v1. Absent when the kernel does not account
+                // swap, which then cannot be used past the cap either way.
                 let _ = write_file(&dir.join("memory.swap.max"), "0");
                 cg.applied.push(format!("cgroup_memory_max={memory_max}"));
+                cg.memory = Some(MemoryCap::new(memory_max, dir.join("memory.events")));
             }
             if dir.join("cgroup.kill").exists() {
                 cg.applied.push("cgroup_kill".to_string());
@@ -275,7 +335,15 @@ impl RunCgroup {
             && let Some(dir) = join(&mut cg, base)
             && write_file(&dir.join("memory.limit_in_bytes"), &memory_max.to_string()).is_ok()
         {
+            // memsw is memory plus swap and may not be below the memory
+            // limit: equal means no swap past the cap. Absent without swap
+            // accounting (as on hosts without swap).
+            let _ = write_file(
+                &dir.join("memory.memsw.limit_in_bytes"),
+                &memory_max.to_string(),
+            );
             cg.applied.push(format!("cgroup_memory_max={memory_max}"));
+            cg.memory = Some(MemoryCap::new(memory_max, dir.join("memory.oom_control")));
         }
         if cg.v2.is_none()
             && let Some(base) = &layout.v1_freezer
@@ -355,6 +423,13 @@ impl RunCgroup {
     /// another run (see `killed`).
     pub(crate) fn was_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
+    }
+
+    /// Before the cgroup serves another run (see `MemoryCap::settle`).
+    pub(crate) fn settle(&self) {
+        if let Some(m) = &self.memory {
+            m.settle();
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {

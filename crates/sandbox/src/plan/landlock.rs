@@ -190,6 +190,19 @@ impl Plan {
             proc_self_access: self.proc_self_access,
         }
     }
+
+    /// Leaves the TCP port rules (`net`) or the scopes (`scopes`) out of
+    /// the ruleset although the ABI has them: a layer the configuration
+    /// turned off, or one a test acts as missing.
+    pub(crate) fn leave_out(&mut self, net: bool, scopes: bool) {
+        if net {
+            self.attr.handled_access_net = 0;
+            self.ports.clear();
+        }
+        if scopes {
+            self.attr.scoped = 0;
+        }
+    }
 }
 
 /// Opens `path` `O_PATH|O_CLOEXEC` (following symlinks, so `/bin` on a

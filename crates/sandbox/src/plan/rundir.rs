@@ -1,41 +1,225 @@
-//! The per-run HOME/TMPDIR: private to the child user, removed afterwards.
+//! The per-run HOME/TMPDIR: private to the child user, removed afterwards,
+//! under a base directory only the supervisor's user (or root) could have
+//! made.
+//!
+//! Why not a fixed name in the shared temp directory: any local user can
+//! create `/tmp/agent-exec-<uid>` first, as a directory of their own or a
+//! symlink, and so block every run of that uid or steer its run
+//! directories into a tree they control. The base is therefore chosen
+//! among places whose every ancestor belongs to root or the supervisor's
+//! user and is writable by nobody else:
+//! - root: `/var/lib/agent-exec/run` (on disk: run directories are the
+//!   children's TMPDIR, which must not fill the small `/run` tmpfs the
+//!   host's services need), else `/run/agent-exec`;
+//! - another user: `$XDG_RUNTIME_DIR/agent-exec` when that directory is the
+//!   user's own with mode 0700, else `~/.cache/agent-exec`;
+//! - either, when none of those can be used (a read-only `/var`, a user
+//!   without a home): a directory with a random name in the temp
+//!   directory, made for this process alone. Nobody can create it first,
+//!   and nobody can rename it away in a sticky directory.
+//!
+//! Whatever the base, it is opened without following a symlink after it
+//! is made and must then be owned by the supervisor's user and writable by
+//! nobody else, or the setup is refused.
 
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::{Mode, fchmod, fstat};
 
 use crate::error::SandboxError;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Creates (or checks) the supervisor-owned 0711 base: others may traverse
-/// it to reach their own run dir but not list it. A pre-existing base that
-/// is a symlink or owned by someone else is refused, since whoever owns it
-/// could swap run dirs under us.
+/// Mode of the base: others may traverse it to reach their own run dir
+/// (a root supervisor's child is another user) but not list it.
+const BASE_MODE: u32 = 0o711;
+
+/// Name prefix of the per-process fallback bases in the temp directory.
+const FALLBACK_PREFIX: &str = "agent-exec-";
+
+/// Creates (or checks) the base of the per-run directories and returns
+/// it. The first base found is kept for the life of the process (the
+/// per-process fallback must stay the same), and checked again at each
+/// call.
 pub(crate) fn ensure_base() -> Result<PathBuf, SandboxError> {
+    static CHOSEN: OnceLock<PathBuf> = OnceLock::new();
     let euid = nix::unistd::Uid::effective().as_raw();
-    let base = std::env::temp_dir().join(format!("agent-exec-{euid}"));
-    let err = |source| SandboxError::RunDir {
-        path: base.clone(),
-        source,
-    };
-    match fs::DirBuilder::new().mode(0o711).create(&base) {
+    if let Some(base) = CHOSEN.get() {
+        return make_base(base, euid).map(|()| base.clone());
+    }
+    let base = choose_base(euid)?;
+    Ok(CHOSEN.get_or_init(|| base).clone())
+}
+
+/// The first usable base for `euid` (see the module's documentation).
+fn choose_base(euid: u32) -> Result<PathBuf, SandboxError> {
+    for (parent, name) in preferred_places(euid) {
+        let Some(parent) = trusted_dir(&parent, euid, false) else {
+            continue;
+        };
+        let base = parent.join(name);
+        match make_base(&base, euid) {
+            Ok(()) => return Ok(base),
+            // Could not be made here (read-only, no space): the next place.
+            Err(SandboxError::RunDir { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    fallback_base(euid)
+}
+
+/// Directories a base may be made in, with its name there, most preferred
+/// first. For root `/var/lib/agent-exec` itself is made when missing, for
+/// another user `~/.cache`.
+fn preferred_places(euid: u32) -> Vec<(PathBuf, &'static str)> {
+    if euid == 0 {
+        let lib = Path::new("/var/lib/agent-exec");
+        if trusted_dir(Path::new("/var/lib"), 0, false).is_some() {
+            let _ = fs::DirBuilder::new().mode(0o755).create(lib);
+        }
+        return vec![
+            (lib.to_path_buf(), "run"),
+            (PathBuf::from("/run"), "agent-exec"),
+        ];
+    }
+    let mut places = Vec::new();
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && runtime.is_absolute()
+        && fs::symlink_metadata(&runtime)
+            .is_ok_and(|m| m.is_dir() && m.uid() == euid && m.mode() & 0o077 == 0)
+    {
+        places.push((runtime, "agent-exec"));
+    }
+    if let Some(home) = home_dir(euid) {
+        let cache = home.join(".cache");
+        if trusted_dir(&home, euid, false).is_some() {
+            let _ = fs::DirBuilder::new().mode(0o700).create(&cache);
+        }
+        places.push((cache, "agent-exec"));
+    }
+    places
+}
+
+/// `$HOME` when absolute, else the user's passwd entry.
+fn home_dir(euid: u32) -> Option<PathBuf> {
+    match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(h) if h.is_absolute() => Some(h),
+        _ => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(euid))
+            .ok()
+            .flatten()
+            .map(|u| u.dir),
+    }
+}
+
+/// `dir`'s canonical path when only root and `euid` can add, rename or
+/// remove entries anywhere on the way to it: every directory on the path
+/// belongs to one of them, and none is writable by group or others, except
+/// an ancestor with the sticky bit (such as `/tmp`), where only an entry's
+/// owner may rename or remove it. `dir` itself may be such a sticky
+/// directory only with `sticky_ok` (a fresh random name is made in it).
+fn trusted_dir(dir: &Path, euid: u32, sticky_ok: bool) -> Option<PathBuf> {
+    let real = dir.canonicalize().ok()?;
+    let mut at = PathBuf::new();
+    for c in real.components() {
+        match c {
+            Component::RootDir | Component::Normal(_) => at.push(c),
+            _ => return None,
+        }
+        let md = fs::symlink_metadata(&at).ok()?;
+        let shared = md.mode() & 0o022 != 0;
+        let sticky = md.mode() & 0o1000 != 0;
+        let last = at == real;
+        let shared_ok = sticky && (!last || sticky_ok);
+        if !md.is_dir() || (md.uid() != 0 && md.uid() != euid) || (shared && !shared_ok) {
+            return None;
+        }
+    }
+    Some(real)
+}
+
+/// Makes `base` when missing and checks what is there, through a
+/// descriptor opened without following a symlink: a directory owned by
+/// `euid`, writable by nobody else; its mode is then set to 0711.
+fn make_base(base: &Path, euid: u32) -> Result<(), SandboxError> {
+    match fs::DirBuilder::new().mode(BASE_MODE).create(base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(err(e)),
+        Err(source) => {
+            return Err(SandboxError::RunDir {
+                path: base.to_path_buf(),
+                source,
+            });
+        }
     }
-    let md = fs::symlink_metadata(&base).map_err(err)?;
-    if !md.is_dir() || md.uid() != euid {
-        return Err(SandboxError::RunDirBase {
-            path: base,
+    let refused = || SandboxError::RunDirBase {
+        path: base.to_path_buf(),
+        uid: euid,
+    };
+    let fd = open_nofollow_dir(base).map_err(|_| refused())?;
+    let st = fstat(&fd).map_err(|_| refused())?;
+    if st.st_uid != euid || st.st_mode & 0o022 != 0 {
+        return Err(refused());
+    }
+    if st.st_mode & 0o7777 != BASE_MODE {
+        fchmod(&fd, Mode::from_bits_truncate(BASE_MODE)).map_err(|e| SandboxError::RunDir {
+            path: base.to_path_buf(),
+            source: e.into(),
+        })?;
+    }
+    Ok(())
+}
+
+fn open_nofollow_dir(path: &Path) -> nix::Result<OwnedFd> {
+    open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// A base with a random name in the temp directory, for this process only.
+fn fallback_base(euid: u32) -> Result<PathBuf, SandboxError> {
+    let tmp = std::env::temp_dir();
+    let Some(parent) = trusted_dir(&tmp, euid, true) else {
+        return Err(SandboxError::RunDirUntrusted {
+            path: tmp,
             uid: euid,
         });
+    };
+    let mut last = None;
+    for _ in 0..16 {
+        let base = parent.join(format!(
+            "{FALLBACK_PREFIX}{euid}-{}-{:016x}",
+            std::process::id(),
+            random_u64()
+        ));
+        // A fresh name: an entry already there was made by someone else.
+        match fs::DirBuilder::new().mode(BASE_MODE).create(&base) {
+            Ok(()) => return make_base(&base, euid).map(|()| base),
+            Err(e) => last = Some((base, e)),
+        }
     }
-    if md.mode() & 0o7777 != 0o711 {
-        fs::set_permissions(&base, fs::Permissions::from_mode(0o711)).map_err(err)?;
+    let (path, source) = last.unwrap_or_else(|| (parent, std::io::ErrorKind::Other.into()));
+    Err(SandboxError::RunDir { path, source })
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    match fs::File::open("/dev/urandom").and_then(|f| std::io::Read::read_exact(&mut &f, &mut b)) {
+        Ok(()) => u64::from_ne_bytes(b),
+        Err(_) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            nanos ^ (u64::from(std::process::id()) << 32) ^ SEQ.fetch_add(1, Ordering::Relaxed)
+        }
     }
-    Ok(base)
 }
 
 /// A directory only the supervisor's user can enter, for state worth
@@ -55,11 +239,30 @@ pub fn private_dir(name: &str) -> Option<PathBuf> {
     (md.is_dir() && md.uid() == euid && md.mode() & 0o077 == 0).then_some(dir)
 }
 
-/// Removes run dirs left by supervisors that died without cleaning up.
+/// Removes run dirs left by supervisors that died without cleaning up, and
+/// the per-process fallback bases of dead supervisors of this user.
 pub(crate) fn sweep_stale(base: &Path) {
-    let Ok(rd) = fs::read_dir(base) else { return };
+    if let Ok(rd) = fs::read_dir(base) {
+        for e in rd.flatten() {
+            if super::cgroup::is_stale(&e.file_name().to_string_lossy()) {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let euid = nix::unistd::Uid::effective().as_raw();
+    let prefix = format!("{FALLBACK_PREFIX}{euid}-");
+    let Ok(rd) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
     for e in rd.flatten() {
-        if super::cgroup::is_stale(&e.file_name().to_string_lossy()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        // Only a directory this user made (never a symlink, never another
+        // user's entry), named by a supervisor that is gone.
+        let ours = fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == euid);
+        if ours && super::cgroup::is_stale(&format!("run-{rest}")) {
             let _ = fs::remove_dir_all(e.path());
         }
     }
@@ -126,6 +329,75 @@ impl Drop for RunDir {
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(dir = %self.path.display(), error = %e, "could not remove a run dir");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_directory_is_not_trusted_unless_sticky_is_allowed() {
+        let euid = nix::unistd::Uid::effective().as_raw();
+        let tmp = std::env::temp_dir().canonicalize().unwrap();
+        let md = fs::metadata(&tmp).unwrap();
+        if md.mode() & 0o1022 == 0o1002 || md.mode() & 0o1022 == 0o1022 {
+            assert_eq!(trusted_dir(&tmp, euid, false), None);
+            assert_eq!(trusted_dir(&tmp, euid, true), Some(tmp.clone()));
+        }
+        // A directory another uid owns, or that others may write, is out;
+        // so is anything beneath it.
+        let d = tempfile::tempdir().unwrap();
+        let own = d.path().join("own");
+        fs::create_dir(&own).unwrap();
+        fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let open = d.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        fs::create_dir(open.join("inner")).unwrap();
+        assert_eq!(trusted_dir(&open, euid, false), None);
+        assert_eq!(trusted_dir(&open, euid, true), None);
+        assert_eq!(trusted_dir(&open.join("inner"), euid, true), None);
+        // Beneath a sticky directory, an entry of our own is ours alone.
+        let sticky = d.path().join("sticky");
+        fs::create_dir(&sticky).unwrap();
+        fs::set_permissions(
+            &sticky,
+            std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+        )
+        .unwrap();
+        fs::create_dir(sticky.join("mine")).unwrap();
+        assert_eq!(trusted_dir(&sticky, euid, false), None);
+        assert!(trusted_dir(&sticky, euid, true).is_some());
+        assert!(trusted_dir(&sticky.join("mine"), euid, false).is_some());
+        if euid == 0 {
+            std::os::unix::fs::chown(&own, Some(4321), Some(4321)).unwrap();
+            assert_eq!(trusted_dir(&own, euid, false), None);
+        }
+    }
+
+    #[test]
+    fn a_base_that_is_a_symlink_or_anothers_is_refused() {
+        let euid = nix::unistd::Uid::effective().as_raw();
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("target");
+        fs::create_dir(&target).unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(matches!(
+            make_base(&link, euid),
+            Err(SandboxError::RunDirBase { .. })
+        ));
+        let fresh = d.path().join("fresh");
+        make_base(&fresh, euid).unwrap();
+        assert_eq!(fs::metadata(&fresh).unwrap().mode() & 0o7777, BASE_MODE);
+        if euid == 0 {
+            std::os::unix::fs::chown(&fresh, Some(4321), Some(4321)).unwrap();
+            assert!(matches!(
+                make_base(&fresh, euid),
+                Err(SandboxError::RunDirBase { .. })
+            ));
         }
     }
 }

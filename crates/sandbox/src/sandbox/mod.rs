@@ -7,6 +7,7 @@
 //! adds what is private to one run (its HOME/TMPDIR and cgroup). What each
 //! layer stops and what it does not is in `docs/threat-model.md`.
 
+mod layers;
 mod prepare;
 
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -22,6 +23,8 @@ use crate::spawn::{CgroupJoin, Confinement, Creds, Rlimit};
 use crate::summary::Summary;
 
 #[cfg(debug_assertions)]
+pub use layers::TEST_MISSING_LAYERS_ENV;
+#[cfg(debug_assertions)]
 pub use prepare::TEST_NO_LANDLOCK_ENV;
 
 /// Everything prepared once and shared by every run.
@@ -32,6 +35,8 @@ struct Shared {
     cap_last: u32,
     rlimits: Vec<Rlimit>,
     cgroups: cgroup::Layout,
+    /// What each run's cgroup is held to (`Sandbox::for_run`).
+    cgroup_levels: layers::CgroupLevels,
     /// Empty run cgroups kept for reuse: creating and removing one per run
     /// costs a dozen cgroupfs syscalls, each taking cgroup locks.
     cgroup_pool: Mutex<Vec<cgroup::RunCgroup>>,
@@ -103,7 +108,13 @@ impl Sandbox {
             }
             None => None,
         };
-        let summary = run_summary(s, cgroup.as_ref());
+        let missing = layers::check_run_cgroup(
+            &s.cgroup_levels,
+            s.pids_max,
+            s.memory_max,
+            cgroup.as_ref().map(|cg| cg.applied.as_slice()),
+        )?;
+        let summary = run_summary(s, cgroup.as_ref(), &missing);
         Ok(RunSandbox {
             shared: Arc::clone(s),
             home_path: dir.path.clone(),
@@ -114,26 +125,19 @@ impl Sandbox {
     }
 }
 
-/// The service's summary with what the run's cgroup applied (or could not).
-fn run_summary(s: &Shared, cgroup: Option<&cgroup::RunCgroup>) -> Summary {
+/// The service's summary with what the run's cgroup applied, and what it
+/// could not (`missing`: best-effort layers this run lacks; a cgroup
+/// without the controller, e.g. a delegated v2 tree where it cannot be
+/// enabled, still kills but does not limit).
+fn run_summary(s: &Shared, cgroup: Option<&cgroup::RunCgroup>, missing: &[&str]) -> Summary {
     let mut summary = s.summary.clone();
-    match cgroup {
-        Some(cg) => {
-            summary.limits.extend(cg.applied.iter().cloned());
-            // A cgroup without the controller (e.g. a delegated v2 tree
-            // where it cannot be enabled) still kills, but does not limit.
-            let has = |p: &str| cg.applied.iter().any(|a| a.starts_with(p));
-            if s.pids_max > 0 && !has("cgroup_pids_max") {
-                summary.not_applied.push("cgroup_pids".into());
-            }
-            if s.memory_max > 0 && !has("cgroup_memory_max") {
-                summary.not_applied.push("cgroup_memory".into());
-            }
+    if let Some(cg) = cgroup {
+        summary.limits.extend(cg.applied.iter().cloned());
+    }
+    for m in missing {
+        if !summary.not_applied.iter().any(|n| n == m) {
+            summary.not_applied.push((*m).to_string());
         }
-        None if !summary.not_applied.iter().any(|n| n == "cgroup") => {
-            summary.not_applied.push("cgroup".into())
-        }
-        None => {}
     }
     summary
 }
@@ -204,6 +208,24 @@ impl RunSandbox {
     /// What this run gets: the service's layers and the run's cgroup limits.
     pub fn summary(&self) -> Summary {
         self.summary.clone()
+    }
+
+    /// The run's memory cap in bytes, when its cgroup has one.
+    pub fn memory_max(&self) -> Option<u64> {
+        self.cgroup
+            .as_ref()
+            .and_then(|cg| cg.memory.as_ref())
+            .map(|m| m.max_bytes)
+    }
+
+    /// How many of the run's processes the kernel killed for passing the
+    /// memory cap since the last call (the first call after the run
+    /// counts the whole run). 0 without a cap.
+    pub(crate) fn take_oom_kills(&self) -> u64 {
+        self.cgroup
+            .as_ref()
+            .and_then(|cg| cg.memory.as_ref())
+            .map_or(0, |m| m.take_oom_kills())
     }
 
     /// What the child is confined by, borrowed for one spawn.
@@ -278,8 +300,11 @@ impl RunSandbox {
         }
         // Only a cgroup with no process left, never killed, may serve
         // another run; else its own Drop keeps killing and removes it.
-        if empty
-            && !cg.was_killed()
+        let reusable = empty && !cg.was_killed();
+        if reusable {
+            cg.settle();
+        }
+        if reusable
             && let Ok(mut pool) = self.shared.cgroup_pool.lock()
             && pool.len() < CGROUP_POOL_MAX
         {

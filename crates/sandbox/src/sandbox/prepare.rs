@@ -4,8 +4,9 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use super::layers::{self, Notes};
 use super::{Sandbox, Shared};
-use crate::config::{Enforcement, SandboxConfig};
+use crate::config::SandboxConfig;
 use crate::error::SandboxError;
 use crate::plan::{landlock, privs, rundir, seccomp};
 use crate::spawn::{Creds, Rlimit, RlimitResource};
@@ -30,17 +31,11 @@ const ETC_READ: &[&str] = &[
 #[cfg(debug_assertions)]
 pub const TEST_NO_LANDLOCK_ENV: &str = "AGENT_EXEC_TEST_NO_LANDLOCK";
 
-/// What the summary reports besides the applied layers.
-#[derive(Default)]
-struct Notes {
-    not_applied: Vec<String>,
-    warnings: Vec<String>,
-}
-
 impl Sandbox {
     /// Probes the kernel and prepares every layer for children confined to
-    /// `root`. Under strict enforcement a missing layer is an error naming
-    /// it; under best effort it is listed in `summary().not_applied`.
+    /// `root`. A missing layer the configuration requires (every layer
+    /// under strict enforcement, unless overridden) is an error naming it;
+    /// under best effort it is listed in `summary().not_applied`.
     ///
     /// Takes the [`Supervisor`]: a sandbox exists only in a process set up
     /// for it.
@@ -49,7 +44,6 @@ impl Sandbox {
         cfg: &SandboxConfig,
         root: &Path,
     ) -> Result<Sandbox, SandboxError> {
-        let strict = cfg.enforcement == Enforcement::Strict;
         let root = root.canonicalize().map_err(|source| SandboxError::Root {
             path: root.to_path_buf(),
             source,
@@ -57,17 +51,22 @@ impl Sandbox {
         let inet = !cfg.connect_ports.is_empty() || !cfg.bind_ports.is_empty();
         let mut notes = Notes::default();
 
-        let abi = landlock_abi(strict, inet, &mut notes)?;
+        let choice = layers::landlock(cfg, inet, &mut notes)?;
         let options = seccomp::Options {
             inet,
             unix_sockets: cfg.allow_unix_sockets,
         };
-        let seccomp = seccomp_program(strict, options, &mut notes)?;
+        let seccomp = layers::seccomp_program(cfg, options, &mut notes)?;
         let creds = privs::resolve(cfg.run_as.as_deref(), cfg.allow_root_child, &root)?;
+        layers::check_root_child(&creds, &choice, cfg)?;
         user_warnings(cfg, &creds, &root, &mut notes);
-        let landlock = match abi {
-            0 => None,
-            _ => Some(landlock_plan(cfg, abi, &root, &mut notes)?),
+        let landlock = match choice.fs {
+            false => None,
+            true => {
+                let mut plan = landlock_plan(cfg, choice.abi, &root, &mut notes)?;
+                plan.leave_out(!choice.net, !choice.scopes);
+                Some(plan)
+            }
         };
         let (rlimits, limits) = rlimits(cfg, &creds);
 
@@ -76,22 +75,14 @@ impl Sandbox {
         // period. RLIMIT_NPROC is no substitute: it counts the child user's
         // processes host-wide, so one run's fork bomb would starve every
         // other run of the daemon.
-        let cgroups = supervisor.cgroups().clone();
-        if !cgroups.any() {
-            notes.not_applied.push("cgroup".to_string());
-        }
+        let cgroups = layers::cgroups(cfg, supervisor.cgroups(), &mut notes)?;
         let rundir_base = rundir::ensure_base()?;
 
         let summary = Summary {
-            landlock_abi: abi,
-            landlock: match abi {
-                0 => "none",
-                1..=5 => "partial",
-                _ => "full",
-            }
-            .to_string(),
+            landlock_abi: choice.abi,
+            landlock: choice.level().to_string(),
             seccomp: seccomp.is_some(),
-            no_new_privs: true,
+            no_new_privs: crate::spawn::NO_NEW_PRIVS_CHECKED,
             network: network(cfg),
             uid: creds.uid,
             gid: creds.gid,
@@ -106,76 +97,18 @@ impl Sandbox {
                 creds,
                 cap_last: supervisor.cap_last(),
                 rlimits,
-                cgroups,
+                cgroups: cgroups.layout,
+                cgroup_levels: cgroups.levels,
                 cgroup_pool: Mutex::new(Vec::new()),
                 rundir_pool: Mutex::new(Vec::new()),
-                pids_max: cfg.pids_max,
-                memory_max: cfg.memory_max_bytes,
+                pids_max: cgroups.pids_max,
+                memory_max: cgroups.memory_max,
                 rundir_base,
                 root,
                 summary,
             }),
         })
     }
-}
-
-/// The kernel's Landlock ABI, checked against what the configuration needs.
-fn landlock_abi(strict: bool, inet: bool, notes: &mut Notes) -> Result<u32, SandboxError> {
-    #[cfg(debug_assertions)]
-    let abi = if std::env::var_os(TEST_NO_LANDLOCK_ENV).is_some() {
-        0
-    } else {
-        landlock::abi()
-    };
-    #[cfg(not(debug_assertions))]
-    let abi = landlock::abi();
-    if abi == 0 {
-        if strict {
-            return Err(SandboxError::Landlock(
-                "the kernel offers no Landlock (needs Linux 5.13+ with landlock in the lsm= list)"
-                    .into(),
-            ));
-        }
-        notes.not_applied.push("landlock".to_string());
-        return Ok(0);
-    }
-    for (min, what) in [
-        (2, "landlock_refer"),
-        (3, "landlock_truncate"),
-        (5, "landlock_ioctl_dev"),
-        (6, "landlock_scopes"),
-    ] {
-        if abi < min {
-            notes.not_applied.push(what.to_string());
-        }
-    }
-    if abi < 4 {
-        if inet && strict {
-            return Err(SandboxError::Landlock(format!(
-                "TCP port rules need Landlock ABI 4, the kernel offers {abi}"
-            )));
-        }
-        notes.not_applied.push("landlock_net".to_string());
-    }
-    Ok(abi)
-}
-
-/// The compiled filter, when the kernel accepts filters.
-fn seccomp_program(
-    strict: bool,
-    options: seccomp::Options,
-    notes: &mut Notes,
-) -> Result<Option<Vec<libc::sock_filter>>, SandboxError> {
-    if crate::spawn::sys::seccomp_filter_available() {
-        return seccomp::build(options).map(Some);
-    }
-    if strict {
-        return Err(SandboxError::Seccomp(
-            "the kernel refuses seccomp filters".into(),
-        ));
-    }
-    notes.not_applied.push("seccomp".to_string());
-    Ok(None)
 }
 
 /// Setups that run, but not as the configuration meant.

@@ -142,10 +142,22 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             // leave the dropped-privilege child running.
             (Step::ParentDeathRearm, Some(_)) => arm_parent_death(plan),
             (Step::Capset, Some(_)) => drop_capabilities(),
-            (Step::NoNewPrivs, Some(_)) => check(
-                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into(),
-                step,
-            ),
+            // Set, then read back: the summary's `no_new_privs` rests on
+            // every run having passed this check, so a kernel (or an outer
+            // seccomp profile) that accepts the call without setting the
+            // flag fails the spawn instead of passing for one that set it.
+            (Step::NoNewPrivs, Some(_)) => {
+                check(
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into(),
+                    step,
+                )?;
+                if libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 {
+                    Ok(())
+                } else {
+                    *libc::__errno_location() = libc::EPERM;
+                    Err(step)
+                }
+            }
             (Step::LandlockCreate, Some(c)) => match &c.landlock {
                 Some(rules) => landlock_sys::create(rules).map(|fd| st.ruleset = fd),
                 None => Ok(()),

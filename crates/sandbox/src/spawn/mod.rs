@@ -64,6 +64,20 @@ pub(crate) mod sys;
 use child::ChildPlan;
 use steps::Step;
 
+/// Whether a confined child's walk includes the `no_new_privs` step, which
+/// sets the flag, reads it back and fails the spawn unless it holds: then
+/// every sandboxed run that started has it. The summary's `no_new_privs`
+/// is this, read from the table the child walks rather than assumed.
+pub(crate) const NO_NEW_PRIVS_CHECKED: bool = {
+    let mut i = 0;
+    let mut found = false;
+    while i < steps::STEPS.len() {
+        found |= steps::STEPS[i] as u32 == Step::NoNewPrivs as u32;
+        i += 1;
+    }
+    found
+};
+
 #[cfg(target_env = "gnu")]
 pub(crate) type RlimitResource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
