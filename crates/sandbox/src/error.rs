@@ -70,6 +70,14 @@ pub enum SandboxError {
     /// The root disappeared while the sandbox was prepared.
     #[error("sandbox setup: root {} vanished", .0.display())]
     RootVanished(PathBuf),
+    /// Per-run namespaces are required and this supervisor cannot create
+    /// them.
+    #[error("namespaces unavailable: {reason}")]
+    Namespaces {
+        reason: String,
+        #[source]
+        source: Option<std::io::Error>,
+    },
     /// A file the setup reads could not be read.
     #[error("sandbox setup: {}: {source}", path.display())]
     Metadata {
@@ -81,7 +89,7 @@ pub enum SandboxError {
 
 impl SandboxError {
     /// The layer's short name (`landlock`, `seccomp`, `privileges`,
-    /// `run_dir`, `setup`).
+    /// `run_dir`, `namespaces`, `setup`).
     pub fn layer(&self) -> &'static str {
         match self {
             SandboxError::Landlock(_) | SandboxError::LandlockPath { .. } => "landlock",
@@ -91,6 +99,7 @@ impl SandboxError {
             | SandboxError::RunDirBase { .. }
             | SandboxError::RunDirChown { .. }
             | SandboxError::RunDirOpen { .. } => "run_dir",
+            SandboxError::Namespaces { .. } => "namespaces",
             SandboxError::Root { .. }
             | SandboxError::RootVanished(_)
             | SandboxError::Metadata { .. } => "setup",
@@ -141,6 +150,16 @@ mod tests {
             "per-run directory: /tmp/agent-exec-0 is not a directory owned by uid 0; remove it"
         );
         assert!(std::error::Error::source(&e).is_none());
+
+        let e = SandboxError::Namespaces {
+            reason: "the supervisor is not root".into(),
+            source: None,
+        };
+        assert_eq!(e.layer(), "namespaces");
+        assert_eq!(
+            e.to_string(),
+            "namespaces unavailable: the supervisor is not root"
+        );
 
         let e = SandboxError::RootVanished("/srv/p".into());
         assert_eq!(e.layer(), "setup");

@@ -44,7 +44,7 @@ mod violation;
 mod test_kernel;
 
 pub use capture::Captured;
-pub use config::{Enforcement, SandboxConfig};
+pub use config::{Enforcement, Namespaces, SandboxConfig};
 pub use error::SandboxError;
 pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, Termination, run};
 pub use plan::landlock::abi as landlock_abi;

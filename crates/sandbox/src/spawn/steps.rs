@@ -25,6 +25,15 @@ pub(crate) enum Step {
     /// Write itself into the run's cgroups it was not born in.
     CgroupJoin,
     Rlimit,
+    /// A mount and an IPC namespace of the child's own.
+    Unshare,
+    /// Every mount of the new namespace private (no propagation to the
+    /// host).
+    MountPrivate,
+    /// The private `/tmp`, `/var/tmp` and `/dev/shm`.
+    PrivateTmp,
+    /// The host's `/run`, `/home` and `/root` covered, granted paths kept.
+    HideDirs,
     CapAmbient,
     CapBounding,
     Securebits,
@@ -51,13 +60,18 @@ pub(crate) enum Step {
 /// - handlers reset before anything else, so no supervisor handler can run
 ///   on the child's stack once signals are unblocked;
 /// - cgroup join and rlimits need root's rights: before the privilege drop;
+/// - the namespaces after the cgroup join (the kernel charges their memory
+///   to the run's cgroup) and before the privilege drop (CAP_SYS_ADMIN);
+///   the tree is private before anything is mounted, and every mount is
+///   in place before `chdir` resolves the working directory and before
+///   Landlock (which names the private `/tmp` and forbids mounting);
 /// - bounding set and securebits need CAP_SETPCAP: before the uid change;
 ///   groups and gid before the uid, which gives up the right to change them;
 /// - `no_new_privs` before Landlock and seccomp, which require it of an
 ///   unprivileged process;
 /// - `chdir` after the uid change, so the child user's permissions apply;
 /// - seccomp last before exec: the filter refuses nothing exec needs.
-pub(crate) const STEPS: [Step; 23] = [
+pub(crate) const STEPS: [Step; 27] = [
     Step::Signals,
     Step::Setsid,
     Step::ParentDeath,
@@ -65,6 +79,10 @@ pub(crate) const STEPS: [Step; 23] = [
     Step::CloseFds,
     Step::CgroupJoin,
     Step::Rlimit,
+    Step::Unshare,
+    Step::MountPrivate,
+    Step::PrivateTmp,
+    Step::HideDirs,
     Step::CapAmbient,
     Step::CapBounding,
     Step::Securebits,
@@ -94,6 +112,10 @@ impl Step {
             Step::CloseFds => "close_fds",
             Step::CgroupJoin => "cgroup_join",
             Step::Rlimit => "rlimit",
+            Step::Unshare => "unshare_namespaces",
+            Step::MountPrivate => "mount_private",
+            Step::PrivateTmp => "mount_private_tmp",
+            Step::HideDirs => "mount_hide_dirs",
             Step::CapAmbient => "capabilities_ambient",
             Step::CapBounding => "capabilities_bounding",
             Step::Securebits => "securebits",
@@ -166,6 +188,66 @@ mod tests {
             Step::Rlimit,
             Step::Capset,
             "raising a hard rlimit needs CAP_SYS_RESOURCE: before capset",
+        ),
+        (
+            Step::CgroupJoin,
+            Step::Unshare,
+            "the namespaces' memory is charged to the cgroup the child is in: join the run's first",
+        ),
+        (
+            Step::Unshare,
+            Step::MountPrivate,
+            "only the child's own namespace may be changed",
+        ),
+        (
+            Step::MountPrivate,
+            Step::PrivateTmp,
+            "a mount under a shared mount would propagate to the host: the tree is private first",
+        ),
+        (
+            Step::MountPrivate,
+            Step::HideDirs,
+            "a mount under a shared mount would propagate to the host: the tree is private first",
+        ),
+        (
+            Step::HideDirs,
+            Step::CapAmbient,
+            "unshare and mount need CAP_SYS_ADMIN: before the privilege drop",
+        ),
+        (
+            Step::PrivateTmp,
+            Step::CapAmbient,
+            "unshare and mount need CAP_SYS_ADMIN: before the privilege drop",
+        ),
+        (
+            Step::HideDirs,
+            Step::Setuid,
+            "unshare and mount need CAP_SYS_ADMIN: before the uid change",
+        ),
+        (
+            Step::HideDirs,
+            Step::Capset,
+            "unshare and mount need CAP_SYS_ADMIN: before capset",
+        ),
+        (
+            Step::HideDirs,
+            Step::Chdir,
+            "the mounts change the working directory, and the real one must resolve in the run's own view",
+        ),
+        (
+            Step::PrivateTmp,
+            Step::Chdir,
+            "the mounts change the working directory, and the real one must resolve in the run's own view",
+        ),
+        (
+            Step::PrivateTmp,
+            Step::LandlockAddRule,
+            "the private /tmp's rule names the new mount: it must exist when the rule is added",
+        ),
+        (
+            Step::HideDirs,
+            Step::LandlockRestrict,
+            "a Landlock-restricted process may not change its mounts",
         ),
         (
             Step::CapBounding,

@@ -1,0 +1,290 @@
+//! The run's own mount namespace, decided in the parent once per sandbox:
+//! which host directories a run gets private copies of, which it does not
+//! see at all, and which paths beneath them stay visible because the
+//! sandbox grants them. The child applies it (`crate::spawn::mounts`).
+//!
+//! - `/tmp`, `/var/tmp` and `/dev/shm` become private tmpfs mounts,
+//!   writable by the child user (mode 1777) and gone with the run's last
+//!   process. The size limits bound what a run can keep in memory there;
+//!   with a cgroup memory limit the pages also count against it.
+//! - `/run` (and `/var/run` when it is a directory of its own), `/home`
+//!   and `/root` are covered by an empty read-only tmpfs: their sockets,
+//!   users' files and even their metadata (which Landlock cannot hide) are
+//!   gone from the run's view.
+//! - A path the sandbox grants (the root, `read` and `write` paths, the
+//!   run's own directory) that lies beneath a covered directory is bound
+//!   back at its own path. A directory that a granted path equals or
+//!   contains is not covered at all: the grant wins.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::spawn::mounts::{Cover, Keep, SCRATCH_MAX};
+
+/// Private writable directories and their tmpfs options.
+const SCRATCH: &[(&str, &str)] = &[
+    ("/tmp", "size=512m,nr_inodes=65536,mode=1777"),
+    ("/var/tmp", "size=512m,nr_inodes=65536,mode=1777"),
+    ("/dev/shm", "size=64m,nr_inodes=16384,mode=1777"),
+];
+
+/// Directories the run does not see.
+const HIDDEN: &[&str] = &["/run", "/var/run", "/home", "/root"];
+
+/// An empty cover holds nothing but the mount points of kept paths.
+const HIDDEN_DATA: &str = "size=16k,nr_inodes=1024,mode=755";
+
+/// The covers of one sandbox, and where its runs' own directories go.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    covers: Vec<Cover>,
+    run_base: Option<RunBase>,
+}
+
+/// The base of the run directories, when it lies beneath a cover.
+#[derive(Debug)]
+struct RunBase {
+    cover: usize,
+    /// Canonical.
+    base: PathBuf,
+    /// The base relative to the cover.
+    rel: PathBuf,
+    /// The directories from the cover down to the base, the base included.
+    dirs: Vec<CString>,
+}
+
+fn cstring(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+/// `dir` and its ancestors up to (not including) `cover`, outermost
+/// first. `dir` must lie beneath `cover`.
+fn chain(cover: &Path, dir: &Path) -> Option<Vec<CString>> {
+    let mut dirs: Vec<CString> = Vec::new();
+    let mut at = dir;
+    while at != cover {
+        dirs.push(cstring(at)?);
+        at = at.parent()?;
+    }
+    dirs.reverse();
+    Some(dirs)
+}
+
+impl Layout {
+    /// The covers for children that may use `granted` (canonical paths,
+    /// with whether each is a directory) and whose run directories are
+    /// made in `run_base`.
+    pub(crate) fn new(granted: &[(PathBuf, bool)], run_base: &Path) -> Layout {
+        let run_base = run_base.canonicalize().ok();
+        let mut covers: Vec<Cover> = Vec::new();
+        let mut paths: Vec<PathBuf> = Vec::new();
+        let kinds = SCRATCH
+            .iter()
+            .map(|(p, data)| (*p, *data, true))
+            .chain(HIDDEN.iter().map(|p| (*p, HIDDEN_DATA, false)));
+        for (path, data, scratch) in kinds {
+            // A symlink (`/var/run` -> `/run`) is covered where it lands.
+            let Ok(real) = Path::new(path).canonicalize() else {
+                continue;
+            };
+            let granted_over = granted.iter().any(|(g, _)| real.starts_with(g));
+            let overlaps = paths
+                .iter()
+                .any(|p| real.starts_with(p) || p.starts_with(&real));
+            let in_run_base = run_base.as_deref().is_some_and(|b| real.starts_with(b));
+            if !real.is_dir() || granted_over || overlaps || in_run_base {
+                continue;
+            }
+            if scratch && covers.iter().filter(|c| c.scratch).count() >= SCRATCH_MAX {
+                continue;
+            }
+            let Some(cover) = cover(&real, data, scratch, granted) else {
+                continue;
+            };
+            covers.push(cover);
+            paths.push(real);
+        }
+        let run_base = run_base.and_then(|base| {
+            let cover = paths.iter().position(|p| base.starts_with(p))?;
+            // A kept path that holds the base brings it along.
+            let kept = granted
+                .iter()
+                .any(|(g, _)| base.starts_with(g) && g.starts_with(&paths[cover]));
+            if kept {
+                return None;
+            }
+            Some(RunBase {
+                cover,
+                rel: base.strip_prefix(&paths[cover]).ok()?.to_path_buf(),
+                dirs: chain(&paths[cover], &base)?,
+                base,
+            })
+        });
+        Layout { covers, run_base }
+    }
+
+    /// The covers, scratch ones first.
+    pub(crate) fn covers(&self) -> &[Cover] {
+        &self.covers
+    }
+
+    /// The covered directories, for diagnostics and tests.
+    pub(crate) fn covered(&self) -> impl Iterator<Item = &std::ffi::CStr> {
+        self.covers.iter().map(|c| c.path.as_c_str())
+    }
+
+    /// The keep for one run's own directory `name` (made in the run base):
+    /// the cover it lies beneath and how to bind it back. `None` when the
+    /// base is not covered.
+    pub(crate) fn run_keep(&self, name: &std::ffi::OsStr) -> Option<(usize, Keep)> {
+        let rb = self.run_base.as_ref()?;
+        Some((
+            rb.cover,
+            Keep {
+                source: cstring(&rb.rel.join(name))?,
+                target: cstring(&rb.base.join(name))?,
+                dirs: rb.dirs.clone(),
+                is_dir: true,
+            },
+        ))
+    }
+}
+
+/// One cover of `real`, keeping the granted paths beneath it (those not
+/// beneath another kept one). `None` if a path cannot be a C string.
+fn cover(real: &Path, data: &str, scratch: bool, granted: &[(PathBuf, bool)]) -> Option<Cover> {
+    let mut under: Vec<&(PathBuf, bool)> = granted
+        .iter()
+        .filter(|(g, _)| g.starts_with(real) && g != real)
+        .collect();
+    under.sort_by(|a, b| a.0.cmp(&b.0));
+    under.dedup_by(|later, earlier| later.0.starts_with(&earlier.0));
+    let keeps = under
+        .into_iter()
+        .map(|(g, is_dir)| {
+            let parent = g.parent()?;
+            Some(Keep {
+                source: cstring(g.strip_prefix(real).ok()?)?,
+                target: cstring(g)?,
+                dirs: chain(real, parent)?,
+                is_dir: *is_dir,
+            })
+        })
+        .collect::<Option<Vec<Keep>>>()?;
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if !scratch {
+        flags |= libc::MS_NOEXEC;
+    }
+    Some(Cover {
+        path: cstring(real)?,
+        data: CString::new(data).ok()?,
+        flags,
+        scratch,
+        keeps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(s: &str) -> CString {
+        CString::new(s).unwrap()
+    }
+
+    fn cover_of<'a>(l: &'a Layout, path: &str) -> Option<&'a Cover> {
+        l.covers
+            .iter()
+            .find(|cv| cv.path.as_bytes() == path.as_bytes())
+    }
+
+    /// A layout over a fake tree, since the host's `/home` and `/tmp` are
+    /// what the real one covers.
+    #[test]
+    fn granted_paths_beneath_a_cover_are_kept_and_over_one_uncover_it() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().canonicalize().unwrap();
+        let home = top.join("home");
+        let proj = home.join("u").join("proj");
+        let nested = proj.join("sub");
+        std::fs::create_dir_all(&nested).unwrap();
+        let file = home.join("v").join(".gitconfig");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "").unwrap();
+        let granted = vec![
+            (nested.clone(), true),
+            (proj.clone(), true),
+            (file.clone(), false),
+            (PathBuf::from("/usr"), true),
+        ];
+        let cv = cover(&home, HIDDEN_DATA, false, &granted).unwrap();
+        // The nested grant rides on its parent's bind.
+        assert_eq!(cv.keeps.len(), 2, "{cv:?}");
+        let by_target = |p: &Path| {
+            cv.keeps
+                .iter()
+                .find(|k| k.target.as_bytes() == p.as_os_str().as_bytes())
+                .unwrap()
+        };
+        let k = by_target(&proj);
+        assert_eq!(k.source, c("u/proj"));
+        assert_eq!(k.dirs, vec![cstring(&home.join("u")).unwrap()]);
+        assert!(k.is_dir);
+        let k = by_target(&file);
+        assert_eq!(k.source, c("v/.gitconfig"));
+        assert!(!k.is_dir);
+        assert_ne!(cv.flags & libc::MS_NOEXEC, 0);
+        assert!(!cv.scratch);
+    }
+
+    #[test]
+    fn the_host_layout_covers_what_no_grant_needs() {
+        let granted = vec![(PathBuf::from("/usr"), true)];
+        let tmp = std::env::temp_dir().canonicalize().unwrap();
+        let made = tempfile::Builder::new().prefix("ae-x").tempdir().unwrap();
+        let base = made.path().canonicalize().unwrap();
+        let base_name = base.file_name().unwrap().to_str().unwrap().to_string();
+        let l = Layout::new(&granted, &base);
+        if let Some(cv) = cover_of(&l, "/tmp") {
+            assert!(cv.scratch);
+            assert!(cv.keeps.is_empty());
+        }
+        // Scratch covers first, at most SCRATCH_MAX of them.
+        let first_hidden = l.covers.iter().position(|c| !c.scratch);
+        if let Some(i) = first_hidden {
+            assert!(l.covers[i..].iter().all(|c| !c.scratch));
+        }
+        assert!(l.covers.iter().filter(|c| c.scratch).count() <= SCRATCH_MAX);
+        // `/var/run` -> `/run` is covered once, where it lands.
+        let runs = l
+            .covers
+            .iter()
+            .filter(|c| c.path.as_bytes() == b"/run")
+            .count();
+        assert!(runs <= 1);
+        // The run directory beneath a covered temp dir is bound back.
+        let name = std::ffi::OsStr::new("run-1");
+        let tmp_cover = l
+            .covers
+            .iter()
+            .position(|c| tmp.as_os_str().as_bytes() == c.path.as_bytes());
+        match tmp_cover {
+            Some(i) => {
+                let (at, keep) = l.run_keep(name).unwrap();
+                assert_eq!(at, i);
+                assert_eq!(keep.source, c(&format!("{base_name}/run-1")));
+                assert_eq!(keep.dirs, vec![cstring(&base).unwrap()]);
+                assert!(keep.is_dir);
+            }
+            None => assert!(l.run_keep(name).is_none()),
+        }
+        // A grant of the temp dir itself leaves it uncovered.
+        let l = Layout::new(&[(tmp.clone(), true)], &base);
+        assert!(
+            !l.covered()
+                .any(|p| p.to_bytes() == tmp.as_os_str().as_bytes())
+        );
+        assert!(l.run_keep(name).is_none());
+    }
+}
