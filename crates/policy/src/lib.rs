@@ -171,6 +171,19 @@ pub enum Enforcement {
     BestEffort,
 }
 
+/// Whether each run gets a mount and an IPC namespace of its own; see
+/// `docs/policy.md`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Namespaces {
+    /// When the supervisor can (root); reported as not applied otherwise.
+    #[default]
+    Auto,
+    /// Refuse to run without them.
+    Required,
+    Off,
+}
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -199,6 +212,8 @@ pub struct SandboxPolicy {
     pub pids_max: u64,
     /// cgroup memory limit when a cgroup can be created; 0: none.
     pub memory_max_bytes: u64,
+    /// Per-run mount and IPC namespaces.
+    pub namespaces: Namespaces,
 }
 
 impl Default for SandboxPolicy {
@@ -219,6 +234,7 @@ impl Default for SandboxPolicy {
             rlimit_cpu_seconds: 600,
             pids_max: 256,
             memory_max_bytes: 0,
+            namespaces: Namespaces::Auto,
         }
     }
 }
