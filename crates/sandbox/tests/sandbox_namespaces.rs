@@ -102,6 +102,26 @@ fn the_summary_says_what_the_run_is_in() {
     let (mnt, ipc) = ns_of_run(&sb, &r.path);
     assert_ne!(mnt, host_ns("mnt"));
     assert_ne!(ipc, host_ns("ipc"));
+    // The kernel's own account of the run's mounts: the private
+    // directories writable, the covers read-only.
+    let o = run(&sb, &r.path, &["/bin/cat", "/proc/self/mountinfo"]);
+    let options = |point: &str| {
+        let line = o
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| l.split_whitespace().nth(4) == Some(point))
+            .unwrap_or_else(|| panic!("no mount on {point}: {o:?}"));
+        line.split_whitespace().nth(5).unwrap().to_string()
+    };
+    for point in ["/tmp", "/var/tmp", "/dev/shm"] {
+        assert!(options(point).starts_with("rw,"), "{point}: {o:?}");
+    }
+    for point in ["/run", "/home", "/root"] {
+        if Path::new(point).is_dir() {
+            assert!(options(point).starts_with("ro,"), "{point}: {o:?}");
+        }
+    }
 
     // Off: the supervisor's namespaces, and the summary claims none.
     let sb = off(&r.path);
@@ -150,17 +170,18 @@ fn private_tmp_files_are_the_runs_alone_and_gone_after_it() {
     let files: Vec<PathBuf> = dirs.iter().map(|d| Path::new(d).join(&name)).collect();
     let (ready, done) = (r.path.join("ready"), r.path.join("done"));
     // Run A writes a file in each directory, signals, waits, and reports
-    // whether its files are still its own.
+    // whether its files are still its own (each with its own content: the
+    // three directories are distinct too).
     let a_script = format!(
         "import os, time\n\
          files = {files:?}\n\
          for f in files:\n\
-         \topen(f, 'w').write('from-A')\n\
+         \topen(f, 'w').write('from-A:' + f)\n\
          print(os.readlink('/proc/self/ns/mnt'), flush=True)\n\
          open({ready:?}, 'w').close()\n\
          while not os.path.exists({done:?}):\n\
          \ttime.sleep(0.01)\n\
-         print('A-kept', all(open(f).read() == 'from-A' for f in files))\n",
+         print('A-kept', all(open(f).read() == 'from-A:' + f for f in files))\n",
         files = files
             .iter()
             .map(|f| f.to_str().unwrap())

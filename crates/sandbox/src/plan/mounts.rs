@@ -1,43 +1,44 @@
 //! The run's own mount namespace, decided in the parent once per sandbox:
 //! which host directories a run gets private copies of, which it does not
 //! see at all, and which paths beneath them stay visible because the
-//! sandbox grants them. The child applies it (`crate::spawn::mounts`).
+//! sandbox grants them. The child applies it (`crate::spawn::mounts`),
+//! from one tmpfs of the run's own.
 //!
-//! - `/tmp`, `/var/tmp` and `/dev/shm` become private tmpfs mounts,
-//!   writable by the child user (mode 1777) and gone with the run's last
-//!   process. The size limits bound what a run can keep in memory there;
-//!   with a cgroup memory limit the pages also count against it.
+//! - `/tmp`, `/var/tmp` and `/dev/shm` become private directories of that
+//!   tmpfs, writable by the child user (mode 1777) and gone with the run's
+//!   last process. Its size limit bounds what a run can keep in memory
+//!   there (all three together); with a cgroup memory limit the pages also
+//!   count against it.
 //! - `/run` (and `/var/run` when it is a directory of its own), `/home`
-//!   and `/root` are covered by an empty read-only tmpfs: their sockets,
-//!   users' files and even their metadata (which Landlock cannot hide) are
-//!   gone from the run's view.
+//!   and `/root` are covered by an empty read-only directory of it: their
+//!   sockets, users' files and even their metadata (which Landlock cannot
+//!   hide) are gone from the run's view.
 //! - A path the sandbox grants (the root, `read` and `write` paths, the
 //!   run's own directory) that lies beneath a covered directory is bound
 //!   back at its own path. A directory that a granted path equals or
 //!   contains is not covered at all: the grant wins.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::spawn::mounts::{Cover, Keep, SCRATCH_MAX};
+use crate::spawn::mounts::{Cover, Keep, MountPlan, SCRATCH_MAX};
 
-/// Private writable directories and their tmpfs options.
-const SCRATCH: &[(&str, &str)] = &[
-    ("/tmp", "size=512m,nr_inodes=65536,mode=1777"),
-    ("/var/tmp", "size=512m,nr_inodes=65536,mode=1777"),
-    ("/dev/shm", "size=64m,nr_inodes=16384,mode=1777"),
-];
+/// Private writable directories.
+const SCRATCH: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// Directories the run does not see.
 const HIDDEN: &[&str] = &["/run", "/var/run", "/home", "/root"];
 
-/// An empty cover holds nothing but the mount points of kept paths.
-const HIDDEN_DATA: &str = "size=16k,nr_inodes=1024,mode=755";
+/// The run's tmpfs: what `/tmp`, `/var/tmp` and `/dev/shm` may hold
+/// together. The root directory is reachable only while the covers are
+/// made.
+const TMPFS_DATA: &CStr = c"size=512m,nr_inodes=65536,mode=755";
 
 /// The covers of one sandbox, and where its runs' own directories go.
 #[derive(Debug)]
 pub(crate) struct Layout {
+    /// The first is the staging point (see `crate::spawn::mounts`).
     covers: Vec<Cover>,
     run_base: Option<RunBase>,
 }
@@ -77,60 +78,76 @@ impl Layout {
     /// made in `run_base`.
     pub(crate) fn new(granted: &[(PathBuf, bool)], run_base: &Path) -> Layout {
         let run_base = run_base.canonicalize().ok();
-        let mut covers: Vec<Cover> = Vec::new();
-        let mut paths: Vec<PathBuf> = Vec::new();
+        let mut chosen: Vec<(PathBuf, bool)> = Vec::new();
         let kinds = SCRATCH
             .iter()
-            .map(|(p, data)| (*p, *data, true))
-            .chain(HIDDEN.iter().map(|p| (*p, HIDDEN_DATA, false)));
-        for (path, data, scratch) in kinds {
+            .map(|p| (*p, true))
+            .chain(HIDDEN.iter().map(|p| (*p, false)));
+        for (path, scratch) in kinds {
             // A symlink (`/var/run` -> `/run`) is covered where it lands.
             let Ok(real) = Path::new(path).canonicalize() else {
                 continue;
             };
             let granted_over = granted.iter().any(|(g, _)| real.starts_with(g));
-            let overlaps = paths
+            let overlaps = chosen
                 .iter()
-                .any(|p| real.starts_with(p) || p.starts_with(&real));
+                .any(|(p, _)| real.starts_with(p) || p.starts_with(&real));
             let in_run_base = run_base.as_deref().is_some_and(|b| real.starts_with(b));
-            if !real.is_dir() || granted_over || overlaps || in_run_base {
-                continue;
+            let scratch_full = scratch && chosen.iter().filter(|(_, s)| *s).count() >= SCRATCH_MAX;
+            if real.is_dir() && !granted_over && !overlaps && !in_run_base && !scratch_full {
+                chosen.push((real, scratch));
             }
-            if scratch && covers.iter().filter(|c| c.scratch).count() >= SCRATCH_MAX {
-                continue;
-            }
-            let Some(cover) = cover(&real, data, scratch, granted) else {
-                continue;
-            };
-            covers.push(cover);
-            paths.push(real);
         }
-        let run_base = run_base.and_then(|base| {
+        // The staging point: a hidden directory where one is covered (the
+        // tmpfs's root, beneath it, is never seen), one with nothing kept
+        // by preference (no descriptor of what lies beneath is needed).
+        let keeps_of = |p: &Path| granted.iter().any(|(g, _)| g.starts_with(p) && g != p);
+        let stage = chosen
+            .iter()
+            .position(|(p, s)| !s && !keeps_of(p))
+            .or_else(|| chosen.iter().position(|(_, s)| !s));
+        if let Some(i) = stage {
+            let first = chosen.remove(i);
+            chosen.insert(0, first);
+        }
+        let staging = chosen.first().map(|(p, _)| p.clone());
+        let covers = chosen
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (real, scratch))| {
+                let staged = staging.as_ref()?.join(i.to_string());
+                cover(real, &staged, *scratch, granted)
+            })
+            .collect::<Vec<_>>();
+        // A path that cannot be a C string leaves the whole namespace out
+        // of shape: cover nothing rather than something else.
+        let covers = if covers.len() == chosen.len() {
+            covers
+        } else {
+            Vec::new()
+        };
+        let paths: Vec<&Path> = chosen.iter().map(|(p, _)| p.as_path()).collect();
+        let run_base = run_base.filter(|_| !covers.is_empty()).and_then(|base| {
             let cover = paths.iter().position(|p| base.starts_with(p))?;
             // A kept path that holds the base brings it along.
             let kept = granted
                 .iter()
-                .any(|(g, _)| base.starts_with(g) && g.starts_with(&paths[cover]));
+                .any(|(g, _)| base.starts_with(g) && g.starts_with(paths[cover]));
             if kept {
                 return None;
             }
             Some(RunBase {
                 cover,
-                rel: base.strip_prefix(&paths[cover]).ok()?.to_path_buf(),
-                dirs: chain(&paths[cover], &base)?,
+                rel: base.strip_prefix(paths[cover]).ok()?.to_path_buf(),
+                dirs: chain(paths[cover], &base)?,
                 base,
             })
         });
         Layout { covers, run_base }
     }
 
-    /// The covers, scratch ones first.
-    pub(crate) fn covers(&self) -> &[Cover] {
-        &self.covers
-    }
-
-    /// The covered directories, for diagnostics and tests.
-    pub(crate) fn covered(&self) -> impl Iterator<Item = &std::ffi::CStr> {
+    /// The covered directories, for diagnostics and the probe.
+    pub(crate) fn covered(&self) -> impl Iterator<Item = &CStr> {
         self.covers.iter().map(|c| c.path.as_c_str())
     }
 
@@ -149,11 +166,21 @@ impl Layout {
             },
         ))
     }
+
+    /// What a child of one run applies, with the run's own keep.
+    pub(crate) fn plan<'a>(&'a self, run_keep: Option<&'a (usize, Keep)>) -> MountPlan<'a> {
+        MountPlan {
+            data: TMPFS_DATA,
+            covers: &self.covers,
+            run_keep: run_keep.map(|(at, keep)| (*at, keep)),
+        }
+    }
 }
 
-/// One cover of `real`, keeping the granted paths beneath it (those not
-/// beneath another kept one). `None` if a path cannot be a C string.
-fn cover(real: &Path, data: &str, scratch: bool, granted: &[(PathBuf, bool)]) -> Option<Cover> {
+/// One cover of `real`, staged at `staged`, keeping the granted paths
+/// beneath it (those not beneath another kept one). `None` if a path
+/// cannot be a C string.
+fn cover(real: &Path, staged: &Path, scratch: bool, granted: &[(PathBuf, bool)]) -> Option<Cover> {
     let mut under: Vec<&(PathBuf, bool)> = granted
         .iter()
         .filter(|(g, _)| g.starts_with(real) && g != real)
@@ -172,14 +199,9 @@ fn cover(real: &Path, data: &str, scratch: bool, granted: &[(PathBuf, bool)]) ->
             })
         })
         .collect::<Option<Vec<Keep>>>()?;
-    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
-    if !scratch {
-        flags |= libc::MS_NOEXEC;
-    }
     Some(Cover {
         path: cstring(real)?,
-        data: CString::new(data).ok()?,
-        flags,
+        staged: cstring(staged)?,
         scratch,
         keeps,
     })
@@ -218,7 +240,9 @@ mod tests {
             (file.clone(), false),
             (PathBuf::from("/usr"), true),
         ];
-        let cv = cover(&home, HIDDEN_DATA, false, &granted).unwrap();
+        let staged = top.join("run").join("2");
+        let cv = cover(&home, &staged, false, &granted).unwrap();
+        assert_eq!(cv.staged, cstring(&staged).unwrap());
         // The nested grant rides on its parent's bind.
         assert_eq!(cv.keeps.len(), 2, "{cv:?}");
         let by_target = |p: &Path| {
@@ -234,7 +258,6 @@ mod tests {
         let k = by_target(&file);
         assert_eq!(k.source, c("v/.gitconfig"));
         assert!(!k.is_dir);
-        assert_ne!(cv.flags & libc::MS_NOEXEC, 0);
         assert!(!cv.scratch);
     }
 
@@ -250,10 +273,14 @@ mod tests {
             assert!(cv.scratch);
             assert!(cv.keeps.is_empty());
         }
-        // Scratch covers first, at most SCRATCH_MAX of them.
-        let first_hidden = l.covers.iter().position(|c| !c.scratch);
-        if let Some(i) = first_hidden {
-            assert!(l.covers[i..].iter().all(|c| !c.scratch));
+        // The tmpfs is staged at a hidden directory when one is covered,
+        // and every cover has its own directory in it.
+        if l.covers.iter().any(|c| !c.scratch) {
+            assert!(!l.covers[0].scratch, "{:?}", l.covers);
+        }
+        for (i, cv) in l.covers.iter().enumerate() {
+            let staged = format!("{}/{i}", l.covers[0].path.to_str().unwrap());
+            assert_eq!(cv.staged, c(&staged));
         }
         assert!(l.covers.iter().filter(|c| c.scratch).count() <= SCRATCH_MAX);
         // `/var/run` -> `/run` is covered once, where it lands.

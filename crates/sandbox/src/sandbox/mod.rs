@@ -18,7 +18,7 @@ use nix::sys::stat::Mode;
 
 use crate::error::SandboxError;
 use crate::plan::{cgroup, landlock, mounts, rundir};
-use crate::spawn::mounts::{Keep, MountPlan};
+use crate::spawn::mounts::Keep;
 use crate::spawn::{CgroupJoin, Confinement, Creds, Rlimit};
 use crate::summary::Summary;
 
@@ -245,10 +245,10 @@ impl RunSandbox {
             cgroup,
             landlock: s.landlock.as_ref().map(|plan| plan.rules(home)),
             seccomp: s.seccomp.as_deref(),
-            mounts: s.mounts.as_ref().map(|layout| MountPlan {
-                covers: layout.covers(),
-                run_keep: self.run_keep.as_ref().map(|(at, keep)| (*at, keep)),
-            }),
+            mounts: s
+                .mounts
+                .as_ref()
+                .map(|layout| layout.plan(self.run_keep.as_ref())),
         }
     }
 }

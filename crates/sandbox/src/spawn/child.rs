@@ -112,19 +112,15 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             (Step::CgroupJoin, Some(c)) => join_cgroups(c, plan.v2_joined),
             (Step::Rlimit, Some(c)) => set_rlimits(c),
             // The namespace steps: only a plan with namespaces has them.
-            (Step::Unshare | Step::MountPrivate | Step::PrivateTmp | Step::HideDirs, Some(c))
+            (Step::Unshare | Step::MountPrivate | Step::MountView, Some(c))
                 if c.mounts.is_none() =>
             {
                 Ok(())
             }
             (Step::Unshare, Some(_)) => mounts::unshare(),
             (Step::MountPrivate, Some(_)) => mounts::make_private(),
-            (Step::PrivateTmp, Some(c)) => match &c.mounts {
-                Some(plan) => mounts::mount_covers(plan, true, &mut st.scratch),
-                None => Ok(()),
-            },
-            (Step::HideDirs, Some(c)) => match &c.mounts {
-                Some(plan) => mounts::mount_covers(plan, false, &mut st.scratch),
+            (Step::MountView, Some(c)) => match &c.mounts {
+                Some(plan) => mounts::mount_view(plan, &mut st.scratch),
                 None => Ok(()),
             },
             (Step::CapAmbient, Some(_)) => check(

@@ -3,16 +3,24 @@
 //! stay visible is decided in `crate::plan::mounts`; this file holds that
 //! decision as plain data and the raw syscalls that apply it.
 //!
-//! How a path under a covered directory stays visible: the child changes
-//! its working directory to the directory before covering it, so a
-//! relative path still resolves in what lies beneath the new mount, and
-//! binds it back at its own path on top. The covers then leave the working
-//! directory at `/`, never beneath a cover, and the `Chdir` step sets the
-//! real one. Binding from descriptors the parent opened is not possible:
-//! they name mounts of the parent's namespace, which the kernel refuses as
-//! a bind source in another one.
+//! One tmpfs serves every cover. It is mounted on the first cover's path
+//! (the staging point), gets one subdirectory per cover, and each of those
+//! is bound onto its cover's path: the first cover's last, on top of the
+//! tmpfs itself, which is then out of reach. A tmpfs mount costs several
+//! times a bind (a superblock made now and torn down at the run's end), so
+//! one instead of one per directory saved about 0.1 ms per run.
+//!
+//! How a path under a covered directory stays visible: before covering
+//! the directory the child makes it its working directory (or keeps a
+//! descriptor of it, for the staging point), so a relative path still
+//! resolves in what lies beneath the cover, and binds it back at its own
+//! path on top. The covers then leave the working directory at `/`, never
+//! beneath a cover, and the `Chdir` step sets the real one. Binding from
+//! descriptors the parent opened is not possible: they name mounts of the
+//! parent's namespace, which the kernel refuses as a bind source in
+//! another one.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 
 use super::steps::Step;
 
@@ -21,15 +29,14 @@ use super::steps::Step;
 /// rule, in a fixed array.
 pub(crate) const SCRATCH_MAX: usize = 4;
 
-/// One directory covered by a fresh tmpfs in the run's mount namespace.
+/// One directory covered in the run's mount namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Cover {
     /// Absolute and free of symlinks.
     pub path: CString,
-    /// The tmpfs options (`size=...,nr_inodes=...,mode=...`).
-    pub data: CString,
-    /// Mount flags (`MS_NOSUID`, ...), without `MS_RDONLY`.
-    pub flags: libc::c_ulong,
+    /// Its directory in the run's tmpfs while that is at the staging
+    /// point: the staging point's path, `/`, the cover's number.
+    pub staged: CString,
     /// A private writable directory (it gets a Landlock rule of its own);
     /// otherwise an empty read-only one.
     pub scratch: bool,
@@ -54,7 +61,9 @@ pub(crate) struct Keep {
 /// The namespaces of one child, borrowed for a spawn.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MountPlan<'a> {
-    /// Scratch covers first, then the hidden ones (the plan's order).
+    /// The tmpfs options (`size=...,nr_inodes=...,mode=...`).
+    pub data: &'a CStr,
+    /// The first is the staging point.
     pub covers: &'a [Cover],
     /// The run's own directory (HOME, TMPDIR) when it lies beneath cover
     /// number `.0`: kept visible like the cover's own keeps.
@@ -64,6 +73,8 @@ pub(crate) struct MountPlan<'a> {
 // Everything below runs in the child between clone and exec: raw
 // syscalls on data prepared in the parent, no allocation (see
 // `crate::spawn`). Each leaves errno set by the failing call.
+
+const STEP: Step = Step::MountView;
 
 fn check(ret: libc::c_long, step: Step) -> Result<(), Step> {
     if ret < 0 { Err(step) } else { Ok(()) }
@@ -104,107 +115,156 @@ pub(super) unsafe fn make_private() -> Result<(), Step> {
     check(r, Step::MountPrivate)
 }
 
-/// Mounts the plan's covers of one kind (`scratch` or hidden), with the
-/// paths kept beneath them, and stores a descriptor of each scratch cover
-/// in `scratch_fds` (closed at exec). The umask is lifted meanwhile so
-/// the mount points get exactly their modes, and restored for the program.
+/// Raw `mount(2)`; null pointers for the absent strings.
+///
+/// # Safety
+/// Child side only; every string NUL-terminated and alive for the call.
+unsafe fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> libc::c_long {
+    let ptr = |s: Option<&CStr>| s.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount,
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data),
+        )
+    }
+}
+
+/// Mounts the plan's covers, with the paths kept beneath them, and stores
+/// a descriptor of each scratch cover in `scratch_fds` (closed at exec).
+/// The umask is lifted meanwhile so the directories get exactly their
+/// modes, and restored for the program.
 ///
 /// # Safety
 /// Child side only, in a private mount namespace (after `make_private`).
-pub(super) unsafe fn mount_covers(
+pub(super) unsafe fn mount_view(
     plan: &MountPlan<'_>,
-    scratch: bool,
     scratch_fds: &mut [libc::c_int; SCRATCH_MAX],
 ) -> Result<(), Step> {
-    let step = if scratch {
-        Step::PrivateTmp
-    } else {
-        Step::HideDirs
+    let Some(first) = plan.covers.first() else {
+        return Ok(());
     };
-    // SAFETY: umask takes and returns an integer.
-    let old_umask = unsafe { libc::syscall(libc::SYS_umask, 0) };
-    let mut n = 0;
-    for (i, cover) in plan.covers.iter().enumerate() {
-        if cover.scratch != scratch {
-            continue;
-        }
-        let run_keep = match plan.run_keep {
-            Some((at, keep)) if at == i => Some(keep),
-            _ => None,
-        };
-        // SAFETY: a cover of the plan, alive for the spawn.
-        unsafe { mount_cover(cover, run_keep, step)? };
-        if scratch {
-            let slot = scratch_fds.get_mut(n).ok_or(step)?;
-            // SAFETY: the cover's NUL-terminated path; raw openat.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat,
-                    libc::AT_FDCWD,
-                    cover.path.as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                )
-            };
-            check(fd, step)?;
-            *slot = fd as libc::c_int;
-            n += 1;
-        }
-    }
-    // SAFETY: umask takes an integer; chdir a static path.
+    let has_keeps = |i: usize| {
+        plan.covers.get(i).is_some_and(|c| !c.keeps.is_empty())
+            || plan.run_keep.is_some_and(|(at, _)| at == i)
+    };
+    // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
+    // plan, alive for the spawn, and on descriptors this child opened.
     unsafe {
+        let old_umask = libc::syscall(libc::SYS_umask, 0);
+        // What lies beneath the staging point, for its own keeps.
+        let beneath_first = if has_keeps(0) {
+            let fd = libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                first.path.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            check(fd, STEP)?;
+            fd
+        } else {
+            -1
+        };
+        check(
+            mount(
+                Some(c"tmpfs"),
+                &first.path,
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(plan.data),
+            ),
+            STEP,
+        )?;
+        for cover in plan.covers {
+            let mode: libc::mode_t = if cover.scratch { 0o1777 } else { 0o755 };
+            check(
+                libc::syscall(
+                    libc::SYS_mkdirat,
+                    libc::AT_FDCWD,
+                    cover.staged.as_ptr(),
+                    mode,
+                ),
+                STEP,
+            )?;
+        }
+        // The staging point last: its bind hides the tmpfs's root.
+        for i in (1..plan.covers.len()).chain(std::iter::once(0)) {
+            let Some(cover) = plan.covers.get(i) else {
+                return Err(STEP);
+            };
+            if has_keeps(i) {
+                // Relative sources now resolve beneath the cover.
+                let r = if i == 0 {
+                    libc::syscall(libc::SYS_fchdir, beneath_first)
+                } else {
+                    libc::syscall(libc::SYS_chdir, cover.path.as_ptr())
+                };
+                check(r, STEP)?;
+            }
+            let run_keep = match plan.run_keep {
+                Some((at, keep)) if at == i => Some(keep),
+                _ => None,
+            };
+            mount_cover(cover, run_keep)?;
+        }
+        if beneath_first >= 0 {
+            libc::syscall(libc::SYS_close, beneath_first);
+        }
+        let mut slots = scratch_fds.iter_mut();
+        for cover in plan.covers.iter().filter(|c| c.scratch) {
+            let slot = slots.next().ok_or(STEP)?;
+            let fd = libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                cover.path.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            check(fd, STEP)?;
+            *slot = fd as libc::c_int;
+        }
         libc::syscall(libc::SYS_umask, old_umask);
         // The working directory may be a covered one, seen from beneath
         // its cover: a relative path from there (a relative cwd, `..`)
         // would reach what the cover hides.
-        check(libc::syscall(libc::SYS_chdir, c"/".as_ptr()), step)?;
+        check(libc::syscall(libc::SYS_chdir, c"/".as_ptr()), STEP)
     }
-    Ok(())
 }
 
-/// One cover: tmpfs over the directory, its keeps bound back, and for a
-/// hidden cover the mount made read-only (at once when nothing is kept).
+/// One cover: its directory of the tmpfs bound over the path, its keeps
+/// bound back, and for a hidden cover the mount made read-only.
 ///
 /// # Safety
-/// Child side only.
-unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>, step: Step) -> Result<(), Step> {
-    let has_keeps = !cover.keeps.is_empty() || run_keep.is_some();
-    let mut flags = cover.flags;
-    if !cover.scratch && !has_keeps {
-        flags |= libc::MS_RDONLY;
-    }
+/// Child side only, with the working directory beneath the cover when it
+/// has keeps.
+unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>) -> Result<(), Step> {
     // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
     // plan, alive for the spawn.
     unsafe {
-        if has_keeps {
-            // Relative sources now resolve beneath the cover.
-            check(libc::syscall(libc::SYS_chdir, cover.path.as_ptr()), step)?;
-        }
         check(
-            libc::syscall(
-                libc::SYS_mount,
-                c"tmpfs".as_ptr(),
-                cover.path.as_ptr(),
-                c"tmpfs".as_ptr(),
-                flags,
-                cover.data.as_ptr(),
-            ),
-            step,
+            mount(Some(&cover.staged), &cover.path, None, libc::MS_BIND, None),
+            STEP,
         )?;
         for keep in cover.keeps.iter().chain(run_keep) {
-            bind_back(keep, step)?;
+            bind_back(keep)?;
         }
-        if !cover.scratch && has_keeps {
-            check(
-                libc::syscall(
-                    libc::SYS_mount,
-                    std::ptr::null::<libc::c_char>(),
-                    cover.path.as_ptr(),
-                    std::ptr::null::<libc::c_char>(),
-                    cover.flags | libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-                    std::ptr::null::<libc::c_void>(),
-                ),
-                step,
-            )?;
+        if !cover.scratch {
+            let flags = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC;
+            check(mount(None, &cover.path, None, flags, None), STEP)?;
         }
     }
     Ok(())
@@ -215,25 +275,24 @@ unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>, step: Step) -> Res
 /// left out: that hides more, never less.
 ///
 /// # Safety
-/// Child side only, with the working directory in the covered directory.
-unsafe fn bind_back(keep: &Keep, step: Step) -> Result<(), Step> {
+/// Child side only, with the working directory beneath the cover.
+unsafe fn bind_back(keep: &Keep) -> Result<(), Step> {
     // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
     // plan.
     unsafe {
         for dir in &keep.dirs {
-            make_node(dir, true, step)?;
+            make_node(dir, true)?;
         }
-        make_node(&keep.target, keep.is_dir, step)?;
-        let r = libc::syscall(
-            libc::SYS_mount,
-            keep.source.as_ptr(),
-            keep.target.as_ptr(),
-            std::ptr::null::<libc::c_char>(),
-            (libc::MS_BIND | libc::MS_REC) as libc::c_ulong,
-            std::ptr::null::<libc::c_void>(),
+        make_node(&keep.target, keep.is_dir)?;
+        let r = mount(
+            Some(&keep.source),
+            &keep.target,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
         );
         if r < 0 && errno() != libc::ENOENT {
-            return Err(step);
+            return Err(STEP);
         }
     }
     Ok(())
@@ -244,7 +303,7 @@ unsafe fn bind_back(keep: &Keep, step: Step) -> Result<(), Step> {
 ///
 /// # Safety
 /// Child side only.
-unsafe fn make_node(path: &CString, dir: bool, step: Step) -> Result<(), Step> {
+unsafe fn make_node(path: &CStr, dir: bool) -> Result<(), Step> {
     // SAFETY: NUL-terminated path; integer mode.
     let r = unsafe {
         if dir {
@@ -260,7 +319,7 @@ unsafe fn make_node(path: &CString, dir: bool, step: Step) -> Result<(), Step> {
         }
     };
     if r < 0 && errno() != libc::EEXIST {
-        return Err(step);
+        return Err(STEP);
     }
     Ok(())
 }

@@ -30,10 +30,9 @@ pub(crate) enum Step {
     /// Every mount of the new namespace private (no propagation to the
     /// host).
     MountPrivate,
-    /// The private `/tmp`, `/var/tmp` and `/dev/shm`.
-    PrivateTmp,
-    /// The host's `/run`, `/home` and `/root` covered, granted paths kept.
-    HideDirs,
+    /// The private `/tmp`, `/var/tmp` and `/dev/shm`; the host's `/run`,
+    /// `/home` and `/root` covered; granted paths beneath them kept.
+    MountView,
     CapAmbient,
     CapBounding,
     Securebits,
@@ -71,7 +70,7 @@ pub(crate) enum Step {
 ///   unprivileged process;
 /// - `chdir` after the uid change, so the child user's permissions apply;
 /// - seccomp last before exec: the filter refuses nothing exec needs.
-pub(crate) const STEPS: [Step; 27] = [
+pub(crate) const STEPS: [Step; 26] = [
     Step::Signals,
     Step::Setsid,
     Step::ParentDeath,
@@ -81,8 +80,7 @@ pub(crate) const STEPS: [Step; 27] = [
     Step::Rlimit,
     Step::Unshare,
     Step::MountPrivate,
-    Step::PrivateTmp,
-    Step::HideDirs,
+    Step::MountView,
     Step::CapAmbient,
     Step::CapBounding,
     Step::Securebits,
@@ -114,8 +112,7 @@ impl Step {
             Step::Rlimit => "rlimit",
             Step::Unshare => "unshare_namespaces",
             Step::MountPrivate => "mount_private",
-            Step::PrivateTmp => "mount_private_tmp",
-            Step::HideDirs => "mount_hide_dirs",
+            Step::MountView => "mount_view",
             Step::CapAmbient => "capabilities_ambient",
             Step::CapBounding => "capabilities_bounding",
             Step::Securebits => "securebits",
@@ -201,51 +198,41 @@ mod tests {
         ),
         (
             Step::MountPrivate,
-            Step::PrivateTmp,
+            Step::MountView,
             "a mount under a shared mount would propagate to the host: the tree is private first",
         ),
         (
-            Step::MountPrivate,
-            Step::HideDirs,
-            "a mount under a shared mount would propagate to the host: the tree is private first",
-        ),
-        (
-            Step::HideDirs,
+            Step::MountView,
             Step::CapAmbient,
             "unshare and mount need CAP_SYS_ADMIN: before the privilege drop",
         ),
         (
-            Step::PrivateTmp,
-            Step::CapAmbient,
+            Step::MountView,
+            Step::CapBounding,
             "unshare and mount need CAP_SYS_ADMIN: before the privilege drop",
         ),
         (
-            Step::HideDirs,
+            Step::MountView,
             Step::Setuid,
             "unshare and mount need CAP_SYS_ADMIN: before the uid change",
         ),
         (
-            Step::HideDirs,
+            Step::MountView,
             Step::Capset,
             "unshare and mount need CAP_SYS_ADMIN: before capset",
         ),
         (
-            Step::HideDirs,
+            Step::MountView,
             Step::Chdir,
             "the mounts change the working directory, and the real one must resolve in the run's own view",
         ),
         (
-            Step::PrivateTmp,
-            Step::Chdir,
-            "the mounts change the working directory, and the real one must resolve in the run's own view",
-        ),
-        (
-            Step::PrivateTmp,
+            Step::MountView,
             Step::LandlockAddRule,
             "the private /tmp's rule names the new mount: it must exist when the rule is added",
         ),
         (
-            Step::HideDirs,
+            Step::MountView,
             Step::LandlockRestrict,
             "a Landlock-restricted process may not change its mounts",
         ),
