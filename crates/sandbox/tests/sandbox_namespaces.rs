@@ -387,6 +387,88 @@ fn a_root_under_home_keeps_working() {
     );
 }
 
+/// A directory made for one test (mode `mode`, root's) holding a file,
+/// removed on drop.
+struct Planted {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Planted {
+    fn new(parent: &Path, mode: u32) -> Planted {
+        let dir = parent.join(marker());
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        let file = host_file(&dir, "PLANTED-CONTENT");
+        Planted { dir, file }
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn granted_paths_under_every_cover_keep_the_hosts_permissions() {
+    require_root();
+    if !require_kernel_feature("a /home directory", Path::new("/home").is_dir()) {
+        return;
+    }
+    let r = root();
+    // A granted directory under each hidden directory, and one under a
+    // home only root may enter.
+    let in_run = Planted::new(Path::new("/run"), 0o755);
+    let in_root = Planted::new(Path::new("/root"), 0o755);
+    let open_home = Planted::new(Path::new("/home"), 0o755);
+    let closed_home = Planted::new(Path::new("/home"), 0o700);
+    let tools = closed_home.dir.join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::set_permissions(&tools, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hidden = host_file(Path::new("/run"), "run-sibling");
+    let read: Vec<String> = [&in_run.dir, &in_root.dir, &open_home.dir, &tools]
+        .iter()
+        .map(|p| p.to_str().unwrap().to_string())
+        .collect();
+    let cfg = SandboxConfig {
+        read: read.clone(),
+        ..config()
+    };
+    let Some(sb) = isolated(&r.path, cfg) else {
+        std::fs::remove_file(&hidden).unwrap();
+        return;
+    };
+    let script = format!(
+        "{}print('read', open({:?}).read(), open({:?}).read())\n",
+        stat_script(&[&in_root.file, &tools, &hidden, &in_run.file]),
+        in_run.file.to_str().unwrap(),
+        open_home.file.to_str().unwrap(),
+    );
+    let o = py(&sb, &r.path, &script);
+    std::fs::remove_file(&hidden).unwrap();
+    assert_eq!(o.code, Some(0), "{o:?}");
+    // Kept and reachable by their modes: readable as on the host.
+    assert!(
+        o.stdout.contains("read PLANTED-CONTENT PLANTED-CONTENT"),
+        "{o:?}"
+    );
+    assert_eq!(
+        line_of(&o, &in_run.file),
+        format!("{} ok", in_run.file.display())
+    );
+    // Kept, but behind a directory the child user may not pass (/root is
+    // 0700, and so is the closed home): refused as on the host, not
+    // opened up by the cover.
+    assert_eq!(
+        line_of(&o, &in_root.file),
+        format!("{} EACCES", in_root.file.display())
+    );
+    assert_eq!(line_of(&o, &tools), format!("{} EACCES", tools.display()));
+    // Not granted: gone.
+    assert_eq!(line_of(&o, &hidden), format!("{} ENOENT", hidden.display()));
+}
+
 /// The shm segment of `key` in a `/proc/sysvipc/shm` listing, if any.
 fn has_key(listing: &str, key: i32) -> bool {
     listing

@@ -22,7 +22,9 @@ use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::spawn::mounts::{Cover, Keep, MountPlan, SCRATCH_MAX};
+use std::os::unix::fs::MetadataExt;
+
+use crate::spawn::mounts::{Cover, Dir, Keep, MountPlan, SCRATCH_MAX};
 
 /// Private writable directories.
 const SCRATCH: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
@@ -52,20 +54,35 @@ struct RunBase {
     /// The base relative to the cover.
     rel: PathBuf,
     /// The directories from the cover down to the base, the base included.
-    dirs: Vec<CString>,
+    dirs: Vec<Dir>,
 }
 
 fn cstring(p: &Path) -> Option<CString> {
     CString::new(p.as_os_str().as_bytes()).ok()
 }
 
+/// `path` as a directory made like the host's: its mode (permission and
+/// sticky bits) and owner, or 0711 and root when it cannot be read.
+fn like_host(path: &Path) -> Option<Dir> {
+    let (mode, uid, gid) = match std::fs::metadata(path) {
+        Ok(md) => (md.mode() & 0o1777, md.uid(), md.gid()),
+        Err(_) => (0o711, 0, 0),
+    };
+    Some(Dir {
+        path: cstring(path)?,
+        mode,
+        uid,
+        gid,
+    })
+}
+
 /// `dir` and its ancestors up to (not including) `cover`, outermost
-/// first. `dir` must lie beneath `cover`.
-fn chain(cover: &Path, dir: &Path) -> Option<Vec<CString>> {
-    let mut dirs: Vec<CString> = Vec::new();
+/// first, each made like the host's. `dir` must lie beneath `cover`.
+fn chain(cover: &Path, dir: &Path) -> Option<Vec<Dir>> {
+    let mut dirs: Vec<Dir> = Vec::new();
     let mut at = dir;
     while at != cover {
-        dirs.push(cstring(at)?);
+        dirs.push(like_host(at)?);
         at = at.parent()?;
     }
     dirs.reverse();
@@ -143,6 +160,20 @@ impl Layout {
                 base,
             })
         });
+        let mut covers = covers;
+        // The run directories' base beneath an otherwise empty hidden
+        // cover: the way to it is the host's too.
+        if let Some(rb) = &run_base
+            && let Some(cover) = covers.get_mut(rb.cover)
+            && !cover.scratch
+            && cover.keeps.is_empty()
+            && let Some(host) = like_host(paths[rb.cover])
+        {
+            cover.staged = Dir {
+                path: cover.staged.path.clone(),
+                ..host
+            };
+        }
         Layout { covers, run_base }
     }
 
@@ -199,9 +230,25 @@ fn cover(real: &Path, staged: &Path, scratch: bool, granted: &[(PathBuf, bool)])
             })
         })
         .collect::<Option<Vec<Keep>>>()?;
+    // A scratch directory is the run's own; an empty cover hides names
+    // that are not there anyway; a cover with kept paths keeps the host's
+    // permissions on the way to them.
+    let (mode, uid, gid) = match (scratch, keeps.is_empty()) {
+        (true, _) => (0o1777, 0, 0),
+        (false, true) => (0o755, 0, 0),
+        (false, false) => {
+            let host = like_host(real)?;
+            (host.mode, host.uid, host.gid)
+        }
+    };
     Some(Cover {
         path: cstring(real)?,
-        staged: cstring(staged)?,
+        staged: Dir {
+            path: cstring(staged)?,
+            mode,
+            uid,
+            gid,
+        },
         scratch,
         keeps,
     })
@@ -240,9 +287,18 @@ mod tests {
             (file.clone(), false),
             (PathBuf::from("/usr"), true),
         ];
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&home, 0o750);
+        mode(&home.join("u"), 0o700);
         let staged = top.join("run").join("2");
         let cv = cover(&home, &staged, false, &granted).unwrap();
-        assert_eq!(cv.staged, cstring(&staged).unwrap());
+        assert_eq!(cv.staged.path, cstring(&staged).unwrap());
+        // The way to a kept path takes the host's permissions.
+        assert_eq!(cv.staged.mode, 0o750);
+        assert_eq!(cv.staged.uid, std::fs::metadata(&home).unwrap().uid());
         // The nested grant rides on its parent's bind.
         assert_eq!(cv.keeps.len(), 2, "{cv:?}");
         let by_target = |p: &Path| {
@@ -253,12 +309,19 @@ mod tests {
         };
         let k = by_target(&proj);
         assert_eq!(k.source, c("u/proj"));
-        assert_eq!(k.dirs, vec![cstring(&home.join("u")).unwrap()]);
+        let paths = |dirs: &[Dir]| dirs.iter().map(|d| d.path.clone()).collect::<Vec<_>>();
+        assert_eq!(paths(&k.dirs), vec![cstring(&home.join("u")).unwrap()]);
+        assert_eq!(k.dirs[0].mode, 0o700);
         assert!(k.is_dir);
         let k = by_target(&file);
         assert_eq!(k.source, c("v/.gitconfig"));
         assert!(!k.is_dir);
         assert!(!cv.scratch);
+        // Nothing kept: an empty 0755 directory of root's; scratch: 1777.
+        let cv = cover(&home, &staged, false, &[]).unwrap();
+        assert_eq!((cv.staged.mode, cv.staged.uid), (0o755, 0));
+        let cv = cover(&home, &staged, true, &granted).unwrap();
+        assert_eq!((cv.staged.mode, cv.staged.uid), (0o1777, 0));
     }
 
     #[test]
@@ -280,7 +343,7 @@ mod tests {
         }
         for (i, cv) in l.covers.iter().enumerate() {
             let staged = format!("{}/{i}", l.covers[0].path.to_str().unwrap());
-            assert_eq!(cv.staged, c(&staged));
+            assert_eq!(cv.staged.path, c(&staged));
         }
         assert!(l.covers.iter().filter(|c| c.scratch).count() <= SCRATCH_MAX);
         // `/var/run` -> `/run` is covered once, where it lands.
@@ -301,7 +364,8 @@ mod tests {
                 let (at, keep) = l.run_keep(name).unwrap();
                 assert_eq!(at, i);
                 assert_eq!(keep.source, c(&format!("{base_name}/run-1")));
-                assert_eq!(keep.dirs, vec![cstring(&base).unwrap()]);
+                assert_eq!(keep.dirs.len(), 1);
+                assert_eq!(keep.dirs[0].path, cstring(&base).unwrap());
                 assert!(keep.is_dir);
             }
             None => assert!(l.run_keep(name).is_none()),

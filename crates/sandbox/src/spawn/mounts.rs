@@ -29,14 +29,29 @@ use super::steps::Step;
 /// rule, in a fixed array.
 pub(crate) const SCRATCH_MAX: usize = 4;
 
+/// A directory the child makes in its tmpfs, as the host's directory of
+/// the same path is: the same mode and owner, so reaching a kept path
+/// takes the same permissions as on the host, no fewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dir {
+    pub path: CString,
+    /// Permission bits and the sticky bit.
+    pub mode: libc::mode_t,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+}
+
 /// One directory covered in the run's mount namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Cover {
     /// Absolute and free of symlinks.
     pub path: CString,
     /// Its directory in the run's tmpfs while that is at the staging
-    /// point: the staging point's path, `/`, the cover's number.
-    pub staged: CString,
+    /// point (the staging point's path, `/`, the cover's number), with
+    /// the mode and owner the cover shows: 1777 for a scratch directory,
+    /// the host directory's own for a hidden one with something kept in
+    /// it, 0755 and root for an empty one.
+    pub staged: Dir,
     /// A private writable directory (it gets a Landlock rule of its own);
     /// otherwise an empty read-only one.
     pub scratch: bool,
@@ -53,7 +68,7 @@ pub(crate) struct Keep {
     pub target: CString,
     /// The directories between the cover and `target`, outermost first,
     /// created in the cover as mount points' parents.
-    pub dirs: Vec<CString>,
+    pub dirs: Vec<Dir>,
     /// Whether `target` is made as a directory (else as an empty file).
     pub is_dir: bool,
 }
@@ -186,16 +201,7 @@ pub(super) unsafe fn mount_view(
             STEP,
         )?;
         for cover in plan.covers {
-            let mode: libc::mode_t = if cover.scratch { 0o1777 } else { 0o755 };
-            check(
-                libc::syscall(
-                    libc::SYS_mkdirat,
-                    libc::AT_FDCWD,
-                    cover.staged.as_ptr(),
-                    mode,
-                ),
-                STEP,
-            )?;
+            make_dir(&cover.staged)?;
         }
         // The staging point last: its bind hides the tmpfs's root.
         for i in (1..plan.covers.len()).chain(std::iter::once(0)) {
@@ -251,7 +257,13 @@ unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>) -> Result<(), Step
     // plan, alive for the spawn.
     unsafe {
         check(
-            mount(Some(&cover.staged), &cover.path, None, libc::MS_BIND, None),
+            mount(
+                Some(&cover.staged.path),
+                &cover.path,
+                None,
+                libc::MS_BIND,
+                None,
+            ),
             STEP,
         )?;
         for keep in cover.keeps.iter().chain(run_keep) {
@@ -281,9 +293,9 @@ unsafe fn bind_back(keep: &Keep) -> Result<(), Step> {
     // plan.
     unsafe {
         for dir in &keep.dirs {
-            make_node(dir, true)?;
+            make_dir(dir)?;
         }
-        make_node(&keep.target, keep.is_dir)?;
+        make_mount_point(&keep.target, keep.is_dir)?;
         let r = mount(
             Some(&keep.source),
             &keep.target,
@@ -298,16 +310,54 @@ unsafe fn bind_back(keep: &Keep) -> Result<(), Step> {
     Ok(())
 }
 
-/// A directory (mode 0711: the child user may pass, not list) or an empty
-/// file (a mount point for a file); one that exists already is fine.
+/// A directory with its mode and owner; one that exists already (made
+/// for another kept path) is left as it is.
+///
+/// # Safety
+/// Child side only, with the umask lifted.
+unsafe fn make_dir(dir: &Dir) -> Result<(), Step> {
+    // SAFETY: NUL-terminated path; integer arguments.
+    unsafe {
+        let r = libc::syscall(
+            libc::SYS_mkdirat,
+            libc::AT_FDCWD,
+            dir.path.as_ptr(),
+            dir.mode,
+        );
+        if r < 0 {
+            return if errno() == libc::EEXIST {
+                Ok(())
+            } else {
+                Err(STEP)
+            };
+        }
+        if dir.uid != 0 || dir.gid != 0 {
+            check(
+                libc::syscall(
+                    libc::SYS_fchownat,
+                    libc::AT_FDCWD,
+                    dir.path.as_ptr(),
+                    dir.uid,
+                    dir.gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                ),
+                STEP,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The mount point of a kept path: a directory or an empty file, hidden
+/// by the bind at once, so its own mode does not matter.
 ///
 /// # Safety
 /// Child side only.
-unsafe fn make_node(path: &CStr, dir: bool) -> Result<(), Step> {
+unsafe fn make_mount_point(path: &CStr, dir: bool) -> Result<(), Step> {
     // SAFETY: NUL-terminated path; integer mode.
     let r = unsafe {
         if dir {
-            libc::syscall(libc::SYS_mkdirat, libc::AT_FDCWD, path.as_ptr(), 0o711)
+            libc::syscall(libc::SYS_mkdirat, libc::AT_FDCWD, path.as_ptr(), 0o700)
         } else {
             libc::syscall(
                 libc::SYS_mknodat,
