@@ -8,7 +8,7 @@
 //! is bound onto its cover's path: the first cover's last, on top of the
 //! tmpfs itself, which is then out of reach. A tmpfs mount costs several
 //! times a bind (a superblock made now and torn down at the run's end), so
-//! one instead of one per directory saved about 0.1 ms per run.
+//! one instead of one per directory saved 30-80 µs per run (BENCHMARKS.md).
 //!
 //! How a path under a covered directory stays visible: before covering
 //! the directory the child makes it its working directory (or keeps a
