@@ -239,11 +239,28 @@ fn private_tmp_files_are_the_runs_alone_and_gone_after_it() {
     }
 }
 
-/// A world-readable file the host made, and its directory.
-fn host_file(dir: &Path, content: &str) -> PathBuf {
-    let f = dir.join(marker());
-    std::fs::write(&f, content).unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+/// A file the host made for one test, removed on drop (a failed
+/// assertion included).
+struct HostFile(PathBuf);
+
+impl std::ops::Deref for HostFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for HostFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A world-readable file the host made in `dir`.
+fn host_file(dir: &Path, content: &str) -> HostFile {
+    let f = HostFile(dir.join(marker()));
+    std::fs::write(&*f, content).unwrap();
+    std::fs::set_permissions(&*f, std::fs::Permissions::from_mode(0o644)).unwrap();
     f
 }
 
@@ -260,7 +277,6 @@ fn the_hosts_tmp_files_are_not_there() {
     // the file is there to stat.
     let o = py(&off(&r.path), &r.path, &stat_script(&[&f]));
     assert_eq!(line_of(&o, &f), format!("{} ok", f.display()));
-    std::fs::remove_file(&f).unwrap();
 }
 
 #[test]
@@ -269,9 +285,9 @@ fn sockets_under_run_are_hidden_and_the_root_works() {
     let Some(sb) = isolated(&r.path, config()) else {
         return;
     };
-    let sock = PathBuf::from(format!("/run/{}.sock", marker()));
-    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sock = HostFile(PathBuf::from(format!("/run/{}.sock", marker())));
+    let _listener = std::os::unix::net::UnixListener::bind(&*sock).unwrap();
+    std::fs::set_permissions(&*sock, std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::write(r.path.join("in.txt"), "ROOT-CONTENT").unwrap();
 
     let o = py(
@@ -292,7 +308,6 @@ fn sockets_under_run_are_hidden_and_the_root_works() {
 
     let o = py(&off(&r.path), &r.path, &stat_script(&[&sock]));
     assert_eq!(line_of(&o, &sock), format!("{} ok", sock.display()));
-    std::fs::remove_file(&sock).unwrap();
 }
 
 /// A directory under `/home` made for one test, removed on drop.
@@ -329,14 +344,13 @@ fn other_homes_and_roots_home_are_hidden() {
     let in_home = host_file(&home.0, "a-users-file");
     let secret = host_file(Path::new("/root"), "roots-secret");
     let o = py(&sb, &r.path, &stat_script(&[&home.0, &in_home, &secret]));
-    for p in [&home.0, &in_home, &secret] {
+    for p in [home.0.as_path(), &in_home, &secret] {
         // ENOENT, not EACCES: gone from the view, not merely refused.
         assert_eq!(line_of(&o, p), format!("{} ENOENT", p.display()));
     }
     // Control: the open home is there to stat without the namespace.
     let o = py(&off(&r.path), &r.path, &stat_script(&[&home.0, &in_home]));
     assert_eq!(line_of(&o, &in_home), format!("{} ok", in_home.display()));
-    std::fs::remove_file(&secret).unwrap();
 }
 
 #[test]
@@ -391,7 +405,7 @@ fn a_root_under_home_keeps_working() {
 /// removed on drop.
 struct Planted {
     dir: PathBuf,
-    file: PathBuf,
+    file: HostFile,
 }
 
 impl Planted {
@@ -436,7 +450,6 @@ fn granted_paths_under_every_cover_keep_the_hosts_permissions() {
         ..config()
     };
     let Some(sb) = isolated(&r.path, cfg) else {
-        std::fs::remove_file(&hidden).unwrap();
         return;
     };
     let script = format!(
@@ -446,7 +459,6 @@ fn granted_paths_under_every_cover_keep_the_hosts_permissions() {
         open_home.file.to_str().unwrap(),
     );
     let o = py(&sb, &r.path, &script);
-    std::fs::remove_file(&hidden).unwrap();
     assert_eq!(o.code, Some(0), "{o:?}");
     // Kept and reachable by their modes: readable as on the host.
     assert!(
