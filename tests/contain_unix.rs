@@ -101,9 +101,13 @@ for f in (stream, dgram, pair_sendto, pair_connect, pair_stream_reconnect):
 
 #[test]
 fn pathname_sockets_outside_the_root_see_nothing_arrive() {
+    // The listeners are in a directory under /tmp, which the run's own
+    // mount namespace hides: both runs go without it, so the opt-in below
+    // is the only difference between them.
+    let own_tmp = "namespaces = \"off\"\n";
     for dep in Deployment::all() {
         let l = Listeners::new();
-        let p = Project::new(dep, false);
+        let p = Project::with_sandbox(dep, false, own_tmp);
         p.write("probe.py", &probe(l.dir()));
         let v = p.run(&["python3", "probe.py"]);
         assert_eq!(v["sandbox"]["network"], "none", "{dep:?}: {v:#}");
@@ -113,7 +117,7 @@ fn pathname_sockets_outside_the_root_see_nothing_arrive() {
 
         // Control: the policy's opt-in lets the same program through, so
         // the listeners are reachable and the check above can fail.
-        let p = Project::new(dep, true);
+        let p = Project::with_sandbox(dep, true, own_tmp);
         p.write("probe.py", &probe(l.dir()));
         let v = p.run(&["python3", "probe.py"]);
         let (conns, grams) = l.arrivals();

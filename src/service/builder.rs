@@ -10,7 +10,7 @@ use super::check::Checker;
 use super::invocation::{BaseEnv, find_shell};
 use super::schema::tool_schema_sha256;
 use super::{Replay, Service};
-use crate::policy::{Enforcement, Policy, RequirePolicy, Requirement, SandboxPolicy};
+use crate::policy::{Enforcement, Namespaces, Policy, RequirePolicy, Requirement, SandboxPolicy};
 use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{Budgets, SqliteStore, StateStore, StoreError};
 use crate::trace::{
@@ -348,6 +348,11 @@ pub fn sandbox_config(p: &SandboxPolicy) -> agent_exec_sandbox::SandboxConfig {
         rlimit_cpu_seconds: p.rlimit_cpu_seconds,
         pids_max: p.pids_max,
         memory_max_bytes: p.memory_max_bytes,
+        namespaces: match p.namespaces {
+            Namespaces::Auto => agent_exec_sandbox::Namespaces::Auto,
+            Namespaces::Required => agent_exec_sandbox::Namespaces::Required,
+            Namespaces::Off => agent_exec_sandbox::Namespaces::Off,
+        },
     }
 }
 

@@ -102,6 +102,11 @@ impl Project {
     /// A root owned per `dep`; the policy allows every command (the kernel
     /// sandbox is what these tests are about) and sets `unix_sockets`.
     pub fn new(dep: Deployment, unix_sockets: bool) -> Project {
+        Project::with_sandbox(dep, unix_sockets, "")
+    }
+
+    /// As `new`, with `extra` lines appended to the `[sandbox]` table.
+    pub fn with_sandbox(dep: Deployment, unix_sockets: bool, extra: &str) -> Project {
         let root = tempdir("ae-contain-root-", 0o755);
         let policy_dir = tempdir("ae-contain-policy-", 0o755);
         // An ordinary user gets a run cgroup only where a subtree is
@@ -123,7 +128,7 @@ impl Project {
              [sandbox]\n\
              enforcement = \"strict\"\n\
              unix_sockets = {unix_sockets}\n\
-             {require}"
+             {extra}{require}"
         );
         let p = policy_dir.path().join("policy.toml");
         std::fs::write(&p, policy).unwrap();

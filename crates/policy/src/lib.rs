@@ -367,6 +367,20 @@ pub struct RequirePolicy {
 /// from the host.
 pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 4 << 30;
 
+/// Whether each run gets a mount and an IPC namespace of its own; see
+/// `docs/policy.md`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Namespaces {
+    /// When the supervisor can (root); reported as not applied otherwise.
+    #[default]
+    Auto,
+    /// Refuse to run without them.
+    Required,
+    /// Never: runs share the supervisor's mount and IPC namespaces.
+    Off,
+}
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -406,6 +420,8 @@ pub struct SandboxPolicy {
     /// The memory cap of a whole run (all its processes, swap included)
     /// in its cgroup; 0: none.
     pub memory_max_bytes: u64,
+    /// Per-run mount and IPC namespaces.
+    pub namespaces: Namespaces,
 }
 
 impl Default for SandboxPolicy {
@@ -427,6 +443,7 @@ impl Default for SandboxPolicy {
             rlimit_cpu_seconds: 600,
             pids_max: 256,
             memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
+            namespaces: Namespaces::Auto,
         }
     }
 }

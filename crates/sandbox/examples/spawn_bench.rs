@@ -4,6 +4,10 @@
 //! the total and the median, mean and p90 per run. `--keep-bounding-set`
 //! leaves the spawning thread's capability bounding set alone, so every
 //! privileged child drops it itself (as the daemon's main thread would).
+//! `--no-namespaces` runs without the per-run mount and IPC namespaces,
+//! `--compare-namespaces` alternates runs without and with them;
+//! `--root-in DIR` makes the root in DIR instead of the temp directory
+//! (under `/home`, say, where the run's namespace binds it back).
 //! `--memory-max=BYTES` sets the per-run memory cap (0: none; default: the
 //! configuration's default). `--fresh-cgroups` measures `for_run` alone
 //! while every run is held, so each makes a new cgroup instead of taking
@@ -15,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_exec_sandbox::{
-    CancelToken, ExecSpec, Sandbox, SandboxConfig, Supervisor, SupervisorOptions, run,
+    CancelToken, ExecSpec, Namespaces, Sandbox, SandboxConfig, Supervisor, SupervisorOptions, run,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,26 +33,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         drop_bounding_set: !args.iter().any(|a| a == "--keep-bounding-set"),
         ..SupervisorOptions::default()
     });
-    let root = std::env::temp_dir().join(format!("ae-spawn-bench-{}", std::process::id()));
+    let parent = args
+        .iter()
+        .position(|a| a == "--root-in")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(std::env::temp_dir, PathBuf::from);
+    let root = parent.join(format!("ae-spawn-bench-{}", std::process::id()));
     std::fs::create_dir_all(&root)?;
     if nix::unistd::Uid::effective().is_root() {
         // The default child user of a root supervisor must own the root.
         std::os::unix::fs::chown(&root, Some(65534), Some(65534))?;
     }
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
-    let mut cfg = SandboxConfig::new(system.iter().map(PathBuf::from).collect());
+    let mut base = SandboxConfig::new(system.iter().map(PathBuf::from).collect());
     if let Some(m) = args.iter().find_map(|a| a.strip_prefix("--memory-max=")) {
-        cfg.memory_max_bytes = m.parse()?;
+        base.memory_max_bytes = m.parse()?;
     }
-    let sb = Sandbox::prepare(&supervisor, &cfg, &root)?;
-    let c = |s: &str| CString::new(s);
-    let cancel = CancelToken::new();
-    let mut times = Vec::with_capacity(n);
+    let with = |namespaces| SandboxConfig {
+        namespaces,
+        ..base.clone()
+    };
+    let configs = if args.iter().any(|a| a == "--compare-namespaces") {
+        vec![with(Namespaces::Off), with(Namespaces::Auto)]
+    } else if args.iter().any(|a| a == "--no-namespaces") {
+        vec![with(Namespaces::Off)]
+    } else {
+        vec![base.clone()]
+    };
+    let sandboxes = configs
+        .iter()
+        .map(|cfg| Sandbox::prepare(&supervisor, cfg, &root))
+        .collect::<Result<Vec<_>, _>>()?;
     if args.iter().any(|a| a == "--fresh-cgroups") {
         let mut held = Vec::with_capacity(n);
+        let mut times = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            held.push(sb.for_run()?);
+            held.push(sandboxes[0].for_run()?);
             times.push(t.elapsed());
         }
         report("for_run", &mut times);
@@ -56,33 +77,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::remove_dir_all(&root)?;
         return Ok(());
     }
+    let cancel = CancelToken::new();
+    // Interleaved, so a burst of load on the host hits every
+    // configuration alike.
+    let mut times = vec![Vec::with_capacity(n); sandboxes.len()];
     for _ in 0..n {
-        let t = Instant::now();
-        let spec = ExecSpec {
-            program: c("/bin/true")?,
-            argv: vec![c("true")?],
-            env: vec![c("PATH=/usr/bin:/bin")?],
-            cwd: CString::new(root.as_os_str().as_encoded_bytes())?,
-            sandbox: Arc::new(sb.for_run()?),
-            stdin: None,
-            timeout: Duration::from_secs(10),
-            kill_grace: Duration::from_millis(100),
-            drain: Duration::from_millis(100),
-            output_chars: 1000,
-            hard_limit_bytes: 0,
-        };
-        let out = run(spec, &cancel)?;
-        if out.exit_code != Some(0) {
-            return Err(format!("/bin/true failed: {out:?}").into());
+        for (sb, t) in sandboxes.iter().zip(&mut times) {
+            t.push(one_run(sb, &root, &cancel)?);
         }
-        times.push(t.elapsed());
     }
-    report("runs", &mut times);
+    for (sb, mut t) in sandboxes.iter().zip(times) {
+        let ns = sb.summary().limits.iter().any(|l| l == "mount_namespace");
+        report(&format!("namespaces {ns} runs"), &mut t);
+    }
     std::fs::remove_dir_all(&root)?;
     Ok(())
 }
 
-/// Prints the total and the median, mean and p90 of `times`.
+/// Prints the count, the total and the median, mean and p90 of `times`.
 fn report(what: &str, times: &mut [Duration]) {
     let n = times.len();
     times.sort();
@@ -94,4 +106,33 @@ fn report(what: &str, times: &mut [Duration]) {
         times[n / 2].as_secs_f64() * 1e6,
         times[n * 9 / 10].as_secs_f64() * 1e6
     );
+}
+
+/// One run of `/bin/true` in a fresh run sandbox of `sb`, timed from
+/// `for_run` to the end of `run`.
+fn one_run(
+    sb: &Sandbox,
+    root: &std::path::Path,
+    cancel: &CancelToken,
+) -> Result<Duration, Box<dyn std::error::Error>> {
+    let c = |s: &str| CString::new(s);
+    let t = Instant::now();
+    let spec = ExecSpec {
+        program: c("/bin/true")?,
+        argv: vec![c("true")?],
+        env: vec![c("PATH=/usr/bin:/bin")?],
+        cwd: CString::new(root.as_os_str().as_encoded_bytes())?,
+        sandbox: Arc::new(sb.for_run()?),
+        stdin: None,
+        timeout: Duration::from_secs(10),
+        kill_grace: Duration::from_millis(100),
+        drain: Duration::from_millis(100),
+        output_chars: 1000,
+        hard_limit_bytes: 0,
+    };
+    let out = run(spec, cancel)?;
+    if out.exit_code != Some(0) {
+        return Err(format!("/bin/true failed: {out:?}").into());
+    }
+    Ok(t.elapsed())
 }

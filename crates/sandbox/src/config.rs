@@ -134,6 +134,23 @@ impl Requirements {
 /// suite, small enough that one run cannot take a typical host's memory.
 pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 4 << 30;
 
+/// Whether each run gets a mount and an IPC namespace of its own: a
+/// private `/tmp`, `/var/tmp` and `/dev/shm`, the host's `/run`, `/home`
+/// and `/root` hidden (but for the paths the sandbox grants), and no SysV
+/// IPC object of the host. Only a supervisor with CAP_SYS_ADMIN in the
+/// initial user namespace (root) can create them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Namespaces {
+    /// Applied when the supervisor can; listed in the summary's
+    /// `not_applied` when it cannot.
+    #[default]
+    Auto,
+    /// Nothing runs without them: preparing the sandbox fails instead.
+    Required,
+    /// Never: runs share the supervisor's mount and IPC namespaces.
+    Off,
+}
+
 /// Kernel sandbox settings for one service (a CLI run or a daemon).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
@@ -173,6 +190,8 @@ pub struct SandboxConfig {
     /// Memory cap of a whole run (every process together, swap included)
     /// when a cgroup with the memory controller can be created; 0: none.
     pub memory_max_bytes: u64,
+    /// Per-run mount and IPC namespaces.
+    pub namespaces: Namespaces,
 }
 
 impl SandboxConfig {
@@ -197,6 +216,7 @@ impl SandboxConfig {
             rlimit_cpu_seconds: 600,
             pids_max: 256,
             memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
+            namespaces: Namespaces::Auto,
         }
     }
 

@@ -89,6 +89,14 @@ pub enum SandboxError {
     /// The root disappeared while the sandbox was prepared.
     #[error("sandbox setup: root {} vanished", .0.display())]
     RootVanished(PathBuf),
+    /// Per-run namespaces are required and this supervisor cannot create
+    /// them.
+    #[error("namespaces unavailable: {reason}")]
+    Namespaces {
+        reason: String,
+        #[source]
+        source: Option<std::io::Error>,
+    },
     /// A file the setup reads could not be read.
     #[error("sandbox setup: {}: {source}", path.display())]
     Metadata {
@@ -100,7 +108,7 @@ pub enum SandboxError {
 
 impl SandboxError {
     /// The layer's short name (`landlock`, `seccomp`, `privileges`,
-    /// `run_dir`, `setup`, or a required [`Layer`]'s name).
+    /// `run_dir`, `namespaces`, `setup`, or a required [`Layer`]'s name).
     pub fn layer(&self) -> &'static str {
         match self {
             SandboxError::Landlock(_) | SandboxError::LandlockPath { .. } => "landlock",
@@ -113,6 +121,7 @@ impl SandboxError {
             | SandboxError::RunDirUntrusted { .. }
             | SandboxError::RunDirChown { .. }
             | SandboxError::RunDirOpen { .. } => "run_dir",
+            SandboxError::Namespaces { .. } => "namespaces",
             SandboxError::Root { .. }
             | SandboxError::RootVanished(_)
             | SandboxError::Metadata { .. } => "setup",
@@ -178,6 +187,15 @@ mod tests {
         };
         assert_eq!(e.layer(), "landlock_scopes");
         assert!(e.to_string().contains("uid 0"), "{e}");
+        let e = SandboxError::Namespaces {
+            reason: "the supervisor is not root".into(),
+            source: None,
+        };
+        assert_eq!(e.layer(), "namespaces");
+        assert_eq!(
+            e.to_string(),
+            "namespaces unavailable: the supervisor is not root"
+        );
 
         let e = SandboxError::RootVanished("/srv/p".into());
         assert_eq!(e.layer(), "setup");

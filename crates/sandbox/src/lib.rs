@@ -45,7 +45,8 @@ mod test_kernel;
 
 pub use capture::Captured;
 pub use config::{
-    DEFAULT_MEMORY_MAX_BYTES, Enforcement, Layer, Requirement, Requirements, SandboxConfig,
+    DEFAULT_MEMORY_MAX_BYTES, Enforcement, Layer, Namespaces, Requirement, Requirements,
+    SandboxConfig,
 };
 pub use error::SandboxError;
 pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, MemoryLimitHit, Termination, run};

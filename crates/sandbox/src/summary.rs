@@ -17,7 +17,8 @@ pub struct Summary {
     pub network: String,
     pub uid: u32,
     pub gid: u32,
-    /// Limits actually applied, e.g. `rlimit_nofile=1024`, `cgroup_pids_max=256`.
+    /// Limits actually applied, e.g. `rlimit_nofile=1024`, `cgroup_pids_max=256`,
+    /// and `mount_namespace`, `ipc_namespace` when every run gets its own.
     pub limits: Vec<String>,
     /// Layers that were requested but could not be applied (best-effort only).
     pub not_applied: Vec<String>,

@@ -8,7 +8,7 @@
 
 mod common;
 
-use agent_exec_sandbox::{Enforcement, Sandbox, SandboxConfig, TEST_NO_LANDLOCK_ENV};
+use agent_exec_sandbox::{Enforcement, Namespaces, Sandbox, SandboxConfig, TEST_NO_LANDLOCK_ENV};
 use common::*;
 
 #[test]
@@ -23,8 +23,11 @@ fn without_landlock_strict_refuses_and_best_effort_reports() {
     assert_eq!(err.layer(), "landlock");
     assert!(err.to_string().contains("landlock"), "{err}");
 
+    // The run's own mount namespace would hide the outside file below:
+    // this is about Landlock alone.
     let cfg = SandboxConfig {
         enforcement: Enforcement::BestEffort,
+        namespaces: Namespaces::Off,
         ..config()
     };
     let sb = Sandbox::prepare(supervisor(), &cfg, &r.path).unwrap();

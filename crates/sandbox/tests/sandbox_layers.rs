@@ -10,7 +10,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_exec_sandbox::{SandboxConfig, SpawnError, Supervisor, SupervisorOptions, landlock_abi};
+use agent_exec_sandbox::{
+    Namespaces, SandboxConfig, SpawnError, Supervisor, SupervisorOptions, landlock_abi,
+};
 use common::*;
 
 fn require_root() -> bool {
@@ -18,6 +20,15 @@ fn require_root() -> bool {
         return true;
     }
     panic!("the sandbox tests run as root (the privilege drop is part of what they check)");
+}
+
+/// The default configuration without the run's own namespaces, for the
+/// tests that prove Landlock by what it refuses on host paths.
+fn landlock_alone() -> SandboxConfig {
+    SandboxConfig {
+        namespaces: Namespaces::Off,
+        ..config()
+    }
 }
 
 #[test]
@@ -29,7 +40,9 @@ fn reading_outside_the_root_is_denied_inside_works() {
     std::fs::write(&canary, "CANARY-outside-7f3a").unwrap();
     std::fs::set_permissions(&canary, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(r.path.join("inside.txt"), "INSIDE-ok-91c2").unwrap();
-    let sb = sandbox(&r.path);
+    // Landlock alone: the run's own mount namespace would hide the
+    // outside directory (it is under /tmp) before Landlock is asked.
+    let sb = sandbox_with(&r.path, landlock_alone());
 
     let o = py(
         &sb,
@@ -90,7 +103,9 @@ fn writing_outside_the_root_is_denied_inside_works() {
     let r = root();
     let out_dir = outside();
     let target = out_dir.path().join("escaped");
-    let sb = sandbox(&r.path);
+    // Landlock alone: the run's own mount namespace would hide the
+    // outside directory and give the run a /tmp of its own.
+    let sb = sandbox_with(&r.path, landlock_alone());
     let o = run(
         &sb,
         &r.path,
@@ -417,7 +432,9 @@ fn a_fork_bomb_is_contained_and_nothing_survives() {
 fn child_failures_are_reported_precisely_and_nothing_runs() {
     require_root();
     let r = root();
-    let sb = sandbox(&r.path);
+    // Landlock alone: the run's own mount namespace would hide the
+    // program outside the root before Landlock refuses to execute it.
+    let sb = sandbox_with(&r.path, landlock_alone());
     let run_sb = Arc::new(sb.for_run().unwrap());
     let marker = r.path.join("ran");
     let mut spec = spec(

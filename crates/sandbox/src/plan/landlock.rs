@@ -186,6 +186,7 @@ impl Plan {
                 allowed_access: self.rw_access,
                 parent_fd: run_dir,
             }],
+            scratch_access: self.rw_access,
             ports: &self.ports,
             proc_self_access: self.proc_self_access,
         }
@@ -202,6 +203,14 @@ impl Plan {
         if scopes {
             self.attr.scoped = 0;
         }
+    }
+
+    /// Where the rules land once symlinks are followed, and whether each
+    /// is a directory: the paths a run's own mount namespace keeps visible.
+    pub(crate) fn real_paths(&self) -> impl Iterator<Item = (&Path, bool)> {
+        self.paths
+            .iter()
+            .filter_map(|r| r.real.as_deref().map(|p| (p, r.is_dir)))
     }
 }
 

@@ -1,10 +1,12 @@
 //! The building blocks of a sandbox, prepared in the parent: the Landlock
-//! rules, the seccomp program, the user to run as, the per-run cgroup and
-//! the per-run directory. They produce the plain data `crate::spawn`
-//! applies between clone and exec; `crate::sandbox` assembles them.
+//! rules, the seccomp program, the user to run as, the per-run cgroup, the
+//! per-run directory and the run's own mount namespace. They produce the
+//! plain data `crate::spawn` applies between clone and exec;
+//! `crate::sandbox` assembles them.
 
 pub(crate) mod cgroup;
 pub(crate) mod landlock;
+pub(crate) mod mounts;
 pub(crate) mod privs;
 pub(crate) mod rundir;
 pub(crate) mod seccomp;

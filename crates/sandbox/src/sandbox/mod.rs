@@ -18,7 +18,8 @@ use nix::fcntl::{OFlag, open};
 use nix::sys::stat::Mode;
 
 use crate::error::SandboxError;
-use crate::plan::{cgroup, landlock, rundir};
+use crate::plan::{cgroup, landlock, mounts, rundir};
+use crate::spawn::mounts::Keep;
 use crate::spawn::{CgroupJoin, Confinement, Creds, Rlimit};
 use crate::summary::Summary;
 
@@ -46,6 +47,9 @@ struct Shared {
     memory_max: u64,
     rundir_base: PathBuf,
     root: PathBuf,
+    /// The runs' own mount namespace; `None`: runs share the supervisor's
+    /// (and its IPC namespace).
+    mounts: Option<mounts::Layout>,
     summary: Summary,
 }
 
@@ -63,6 +67,13 @@ impl std::fmt::Debug for Shared {
             .field("seccomp_instructions", &self.seccomp.as_ref().map(Vec::len))
             .field("creds", &self.creds)
             .field("cgroups", &self.cgroups)
+            .field(
+                "covered",
+                &self
+                    .mounts
+                    .as_ref()
+                    .map(|m| m.covered().collect::<Vec<_>>()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -115,8 +126,13 @@ impl Sandbox {
             cgroup.as_ref().map(|cg| cg.applied.as_slice()),
         )?;
         let summary = run_summary(s, cgroup.as_ref(), &missing);
+        let run_keep = match (&s.mounts, dir.path.file_name()) {
+            (Some(layout), Some(name)) => layout.run_keep(name),
+            _ => None,
+        };
         Ok(RunSandbox {
             shared: Arc::clone(s),
+            run_keep,
             home_path: dir.path.clone(),
             home: Some((dir, home_fd)),
             cgroup,
@@ -154,6 +170,8 @@ pub struct RunSandbox {
     /// on drop, for the pool when the run left it untouched.
     home: Option<(rundir::RunDir, OwnedFd)>,
     home_path: PathBuf,
+    /// How the run's directory stays visible in its mount namespace.
+    run_keep: Option<(usize, Keep)>,
     summary: Summary,
 }
 
@@ -249,6 +267,10 @@ impl RunSandbox {
             cgroup,
             landlock: s.landlock.as_ref().map(|plan| plan.rules(home)),
             seccomp: s.seccomp.as_deref(),
+            mounts: s
+                .mounts
+                .as_ref()
+                .map(|layout| layout.plan(self.run_keep.as_ref())),
         }
     }
 }

@@ -1,14 +1,14 @@
 //! [`Sandbox::prepare`]: probing the kernel and preparing every layer from
 //! a [`SandboxConfig`], once per service.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::layers::{self, Notes};
 use super::{Sandbox, Shared};
-use crate::config::SandboxConfig;
+use crate::config::{Namespaces, SandboxConfig};
 use crate::error::SandboxError;
-use crate::plan::{landlock, privs, rundir, seccomp};
+use crate::plan::{landlock, mounts, privs, rundir, seccomp};
 use crate::spawn::{Creds, Rlimit, RlimitResource};
 use crate::summary::Summary;
 use crate::supervisor::Supervisor;
@@ -68,7 +68,7 @@ impl Sandbox {
                 Some(plan)
             }
         };
-        let (rlimits, limits) = rlimits(cfg, &creds);
+        let (rlimits, mut limits) = rlimits(cfg, &creds);
 
         // On a hybrid host the run is born in its v2 cgroup (kill) but still
         // migrates into the v1 pids cgroup, which can wait for an RCU grace
@@ -77,6 +77,11 @@ impl Sandbox {
         // other run of the daemon.
         let cgroups = layers::cgroups(cfg, supervisor.cgroups(), &mut notes)?;
         let rundir_base = rundir::ensure_base()?;
+        let granted = granted_paths(cfg, landlock.as_ref(), &root);
+        let mounts = namespaces(cfg, &granted, &rundir_base, &mut notes)?;
+        if mounts.is_some() {
+            limits.extend(NAMESPACES.iter().map(|n| n.to_string()));
+        }
 
         let summary = Summary {
             landlock_abi: choice.abi,
@@ -105,6 +110,7 @@ impl Sandbox {
                 memory_max: cgroups.memory_max,
                 rundir_base,
                 root,
+                mounts,
                 summary,
             }),
         })
@@ -194,6 +200,74 @@ fn landlock_plan(
         }
     }
     Ok(plan)
+}
+
+/// How the summary names the namespaces, in `limits` when every run gets
+/// them and in `not_applied` when `auto` could not.
+const NAMESPACES: [&str; 2] = ["mount_namespace", "ipc_namespace"];
+
+/// Every path the child may use, where it lands once symlinks are
+/// followed, and whether it is a directory: what a run's mount namespace
+/// must keep visible.
+fn granted_paths(
+    cfg: &SandboxConfig,
+    landlock: Option<&landlock::Plan>,
+    root: &Path,
+) -> Vec<(PathBuf, bool)> {
+    let mut granted: Vec<(PathBuf, bool)> = vec![(root.to_path_buf(), true)];
+    match landlock {
+        Some(plan) => granted.extend(plan.real_paths().map(|(p, d)| (p.to_path_buf(), d))),
+        // Without Landlock nothing is enforced by path, but the configured
+        // paths are still what the child is meant to use.
+        None => {
+            let listed = cfg
+                .system_read
+                .iter()
+                .cloned()
+                .chain(cfg.read.iter().chain(&cfg.write).map(PathBuf::from));
+            for p in listed {
+                if let Ok(real) = p.canonicalize() {
+                    let is_dir = real.is_dir();
+                    granted.push((real, is_dir));
+                }
+            }
+        }
+    }
+    granted
+}
+
+/// The run's own namespaces, when the configuration asks for them and
+/// the supervisor can make them (a probe does what each child will).
+fn namespaces(
+    cfg: &SandboxConfig,
+    granted: &[(PathBuf, bool)],
+    rundir_base: &Path,
+    notes: &mut Notes,
+) -> Result<Option<mounts::Layout>, SandboxError> {
+    if cfg.namespaces == Namespaces::Off {
+        return Ok(None);
+    }
+    let layout = mounts::Layout::new(granted, rundir_base);
+    let target = layout.covered().next().unwrap_or(c"/");
+    let source = match crate::spawn::sys::probe_namespaces(target) {
+        Ok(()) => return Ok(Some(layout)),
+        Err(e) => e,
+    };
+    if cfg.namespaces == Namespaces::Required {
+        let reason = if source.raw_os_error() == Some(libc::EPERM) {
+            "the supervisor may not create mount and IPC namespaces (it needs CAP_SYS_ADMIN: run it as root)"
+        } else {
+            "the kernel refused a mount or IPC namespace"
+        };
+        return Err(SandboxError::Namespaces {
+            reason: reason.to_string(),
+            source: Some(source),
+        });
+    }
+    notes
+        .not_applied
+        .extend(NAMESPACES.iter().map(|n| n.to_string()));
+    Ok(None)
 }
 
 /// The rlimits the child sets, and their summary entries.

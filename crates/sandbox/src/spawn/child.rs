@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Confinement;
 use super::landlock_sys;
+use super::mounts::{self, SCRATCH_MAX};
 use super::steps::{STEPS, Step};
 
 /// Data the child reads before exec; raw values only.
@@ -40,6 +41,9 @@ struct State {
     err_fd: libc::c_int,
     ruleset: libc::c_int,
     proc_self: libc::c_int,
+    /// The private `/tmp`, `/var/tmp` and `/dev/shm`, for their Landlock
+    /// rules; -1: none.
+    scratch: [libc::c_int; SCRATCH_MAX],
 }
 
 /// Runs the setup and execs the program; never returns. Any failure is
@@ -54,6 +58,7 @@ pub(super) unsafe fn child_main(plan: &ChildPlan<'_>) -> ! {
         err_fd: plan.err_fd,
         ruleset: -1,
         proc_self: -1,
+        scratch: [-1; SCRATCH_MAX],
     };
     for step in STEPS {
         // SAFETY: each step is a raw syscall on data prepared before clone.
@@ -106,6 +111,18 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             (_, None) => Ok(()),
             (Step::CgroupJoin, Some(c)) => join_cgroups(c, plan.v2_joined),
             (Step::Rlimit, Some(c)) => set_rlimits(c),
+            // The namespace steps: only a plan with namespaces has them.
+            (Step::Unshare | Step::MountPrivate | Step::MountView, Some(c))
+                if c.mounts.is_none() =>
+            {
+                Ok(())
+            }
+            (Step::Unshare, Some(_)) => mounts::unshare(),
+            (Step::MountPrivate, Some(_)) => mounts::make_private(),
+            (Step::MountView, Some(c)) => match &c.mounts {
+                Some(plan) => mounts::mount_view(plan, &mut st.scratch),
+                None => Ok(()),
+            },
             (Step::CapAmbient, Some(_)) => check(
                 libc::prctl(
                     libc::PR_CAP_AMBIENT,
@@ -163,7 +180,7 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
                 None => Ok(()),
             },
             (Step::LandlockAddRule, Some(c)) => match &c.landlock {
-                Some(rules) => landlock_sys::add_rules(st.ruleset, rules),
+                Some(rules) => landlock_sys::add_rules(st.ruleset, rules, &st.scratch),
                 None => Ok(()),
             },
             (Step::ProcSelf, Some(c)) => match &c.landlock {

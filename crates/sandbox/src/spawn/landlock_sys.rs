@@ -51,6 +51,10 @@ pub(crate) struct LandlockRules<'a> {
     /// Rules of this run alone (its HOME/TMPDIR). An access of 0 adds
     /// nothing.
     pub run_paths: [PathBeneathAttr; 1],
+    /// Rights on the run's private `/tmp`, `/var/tmp` and `/dev/shm`,
+    /// which exist only in the child's namespace, hence rules the child
+    /// adds itself.
+    pub scratch_access: u64,
     pub ports: &'a [NetPortAttr],
     /// Rights on the child's own `/proc/<pid>`, which exists only after
     /// clone, hence a rule the child adds itself.
@@ -122,18 +126,27 @@ unsafe fn add_path(ruleset: libc::c_int, rule: &PathBeneathAttr) -> Result<(), S
     }
 }
 
-/// Adds every path and port rule prepared in the parent.
+/// Adds every path and port rule prepared in the parent, and one for
+/// each of the child's private scratch mounts (`scratch`, -1: none).
 ///
 /// # Safety
 /// Child side only.
 pub(super) unsafe fn add_rules(
     ruleset: libc::c_int,
     rules: &LandlockRules<'_>,
+    scratch: &[libc::c_int],
 ) -> Result<(), Step> {
     // SAFETY: each call reads one rule of `rules`, alive for the call.
     unsafe {
         for rule in rules.paths.iter().chain(rules.run_paths.iter()) {
             add_path(ruleset, rule)?;
+        }
+        for fd in scratch.iter().filter(|fd| **fd >= 0) {
+            let rule = PathBeneathAttr {
+                allowed_access: rules.scratch_access,
+                parent_fd: *fd,
+            };
+            add_path(ruleset, &rule)?;
         }
         for port in rules.ports {
             let r = libc::syscall(

@@ -15,6 +15,8 @@
 //! - `clone`: clone/clone3 onto a child stack;
 //! - [`landlock_sys`]: Landlock's kernel structures, the ABI probe and the
 //!   ruleset the child enforces;
+//! - [`mounts`]: the run's own mount and IPC namespaces as data, and the
+//!   child's mounts;
 //! - [`sys`]: small safe wrappers (pidfd, `waitid` on a pidfd, `ppoll` on
 //!   fixed slots, the seccomp probe, the process setup of
 //!   `crate::supervisor`) for the parent-side code, which uses them, or
@@ -58,6 +60,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 mod child;
 mod clone;
 pub(crate) mod landlock_sys;
+pub(crate) mod mounts;
 mod steps;
 pub(crate) mod sys;
 
@@ -127,6 +130,8 @@ pub(crate) struct Confinement<'a> {
     pub landlock: Option<landlock_sys::LandlockRules<'a>>,
     /// The compiled seccomp program (its length fits a u16).
     pub seccomp: Option<&'a [libc::sock_filter]>,
+    /// The run's own mount and IPC namespaces; `None`: the supervisor's.
+    pub mounts: Option<mounts::MountPlan<'a>>,
 }
 
 /// What to run, fully prepared in the parent.

@@ -25,6 +25,14 @@ pub(crate) enum Step {
     /// Write itself into the run's cgroups it was not born in.
     CgroupJoin,
     Rlimit,
+    /// A mount and an IPC namespace of the child's own.
+    Unshare,
+    /// Every mount of the new namespace private (no propagation to the
+    /// host).
+    MountPrivate,
+    /// The private `/tmp`, `/var/tmp` and `/dev/shm`; the host's `/run`,
+    /// `/home` and `/root` covered; granted paths beneath them kept.
+    MountView,
     CapAmbient,
     CapBounding,
     Securebits,
@@ -51,13 +59,18 @@ pub(crate) enum Step {
 /// - handlers reset before anything else, so no supervisor handler can run
 ///   on the child's stack once signals are unblocked;
 /// - cgroup join and rlimits need root's rights: before the privilege drop;
+/// - the namespaces after the cgroup join (the kernel charges their memory
+///   to the run's cgroup) and before the privilege drop (CAP_SYS_ADMIN);
+///   the tree is private before anything is mounted, and every mount is
+///   in place before `chdir` resolves the working directory and before
+///   Landlock (which names the private `/tmp` and forbids mounting);
 /// - bounding set and securebits need CAP_SETPCAP: before the uid change;
 ///   groups and gid before the uid, which gives up the right to change them;
 /// - `no_new_privs` before Landlock and seccomp, which require it of an
 ///   unprivileged process;
 /// - `chdir` after the uid change, so the child user's permissions apply;
 /// - seccomp last before exec: the filter refuses nothing exec needs.
-pub(crate) const STEPS: [Step; 23] = [
+pub(crate) const STEPS: [Step; 26] = [
     Step::Signals,
     Step::Setsid,
     Step::ParentDeath,
@@ -65,6 +78,9 @@ pub(crate) const STEPS: [Step; 23] = [
     Step::CloseFds,
     Step::CgroupJoin,
     Step::Rlimit,
+    Step::Unshare,
+    Step::MountPrivate,
+    Step::MountView,
     Step::CapAmbient,
     Step::CapBounding,
     Step::Securebits,
@@ -94,6 +110,9 @@ impl Step {
             Step::CloseFds => "close_fds",
             Step::CgroupJoin => "cgroup_join",
             Step::Rlimit => "rlimit",
+            Step::Unshare => "unshare_namespaces",
+            Step::MountPrivate => "mount_private",
+            Step::MountView => "mount_view",
             Step::CapAmbient => "capabilities_ambient",
             Step::CapBounding => "capabilities_bounding",
             Step::Securebits => "securebits",
@@ -166,6 +185,56 @@ mod tests {
             Step::Rlimit,
             Step::Capset,
             "raising a hard rlimit needs CAP_SYS_RESOURCE: before capset",
+        ),
+        (
+            Step::CgroupJoin,
+            Step::Unshare,
+            "the namespaces' memory is charged to the cgroup the child is in: join the run's first",
+        ),
+        (
+            Step::Unshare,
+            Step::MountPrivate,
+            "only the child's own namespace may be changed",
+        ),
+        (
+            Step::MountPrivate,
+            Step::MountView,
+            "a mount under a shared mount would propagate to the host: the tree is private first",
+        ),
+        (
+            Step::MountView,
+            Step::CapAmbient,
+            "unshare and mount need CAP_SYS_ADMIN: before the privilege drop",
+        ),
+        (
+            Step::MountView,
+            Step::CapBounding,
+            "unshare and mount need CAP_SYS_ADMIN: before the privilege drop",
+        ),
+        (
+            Step::MountView,
+            Step::Setuid,
+            "unshare and mount need CAP_SYS_ADMIN: before the uid change",
+        ),
+        (
+            Step::MountView,
+            Step::Capset,
+            "unshare and mount need CAP_SYS_ADMIN: before capset",
+        ),
+        (
+            Step::MountView,
+            Step::Chdir,
+            "the mounts change the working directory, and the real one must resolve in the run's own view",
+        ),
+        (
+            Step::MountView,
+            Step::LandlockAddRule,
+            "the private /tmp's rule names the new mount: it must exist when the rule is added",
+        ),
+        (
+            Step::MountView,
+            Step::LandlockRestrict,
+            "a Landlock-restricted process may not change its mounts",
         ),
         (
             Step::CapBounding,

@@ -245,3 +245,53 @@ pub(crate) fn ensure_stdio_open() {
         }
     }
 }
+
+/// Whether this process can give a run its own mount and IPC namespaces:
+/// a short-lived thread does what the child will (unshare both, make its
+/// tree private, mount a tmpfs on `target`) and exits, which drops its
+/// namespaces. A thread, not a child process: cheaper, and it has the same
+/// credentials, seccomp filter and LSM confinement as the threads that
+/// spawn runs.
+pub(crate) fn probe_namespaces(target: &std::ffi::CStr) -> io::Result<()> {
+    let target = target.to_owned();
+    let probe = move || -> io::Result<()> {
+        let check = |r: libc::c_long| {
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        // SAFETY: unshare and mount on static or owned NUL-terminated
+        // strings; they change only this thread's view (unsharing the
+        // mount namespace unshares the thread's filesystem context too),
+        // which ends with the thread.
+        unsafe {
+            check(libc::syscall(
+                libc::SYS_unshare,
+                libc::CLONE_NEWNS | libc::CLONE_NEWIPC,
+            ))?;
+            check(libc::syscall(
+                libc::SYS_mount,
+                std::ptr::null::<libc::c_char>(),
+                c"/".as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
+                std::ptr::null::<libc::c_void>(),
+            ))?;
+            check(libc::syscall(
+                libc::SYS_mount,
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY) as libc::c_ulong,
+                c"size=4k".as_ptr(),
+            ))
+        }
+    };
+    std::thread::Builder::new()
+        .name("agent-exec-ns-probe".into())
+        .spawn(probe)?
+        .join()
+        .map_err(|_| io::Error::other("the namespace probe thread panicked"))?
+}

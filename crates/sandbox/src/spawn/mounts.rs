@@ -1,0 +1,375 @@
+//! The run's own mount and IPC namespaces, made by the child before it
+//! drops its privileges: which directories get covered and which paths
+//! stay visible is decided in `crate::plan::mounts`; this file holds that
+//! decision as plain data and the raw syscalls that apply it.
+//!
+//! One tmpfs serves every cover. It is mounted on the first cover's path
+//! (the staging point), gets one subdirectory per cover, and each of those
+//! is bound onto its cover's path: the first cover's last, on top of the
+//! tmpfs itself, which is then out of reach. A tmpfs mount costs several
+//! times a bind (a superblock made now and torn down at the run's end), so
+//! one instead of one per directory saved 30-80 µs per run (BENCHMARKS.md).
+//!
+//! How a path under a covered directory stays visible: before covering
+//! the directory the child makes it its working directory (or keeps a
+//! descriptor of it, for the staging point), so a relative path still
+//! resolves in what lies beneath the cover, and binds it back at its own
+//! path on top. The covers then leave the working directory at `/`, never
+//! beneath a cover, and the `Chdir` step sets the real one. Binding from
+//! descriptors the parent opened is not possible: they name mounts of the
+//! parent's namespace, which the kernel refuses as a bind source in
+//! another one.
+
+use std::ffi::{CStr, CString};
+
+use super::steps::Step;
+
+/// At most this many covers are writable (`/tmp`, `/var/tmp`,
+/// `/dev/shm`): the child keeps a descriptor of each, for its Landlock
+/// rule, in a fixed array.
+pub(crate) const SCRATCH_MAX: usize = 4;
+
+/// A directory the child makes in its tmpfs, as the host's directory of
+/// the same path is: the same mode and owner, so reaching a kept path
+/// takes the same permissions as on the host, no fewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dir {
+    pub path: CString,
+    /// Permission bits and the sticky bit.
+    pub mode: libc::mode_t,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+}
+
+/// One directory covered in the run's mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cover {
+    /// Absolute and free of symlinks.
+    pub path: CString,
+    /// Its directory in the run's tmpfs while that is at the staging
+    /// point (the staging point's path, `/`, the cover's number), with
+    /// the mode and owner the cover shows: 1777 for a scratch directory,
+    /// the host directory's own for a hidden one with something kept in
+    /// it, 0755 and root for an empty one.
+    pub staged: Dir,
+    /// A private writable directory (it gets a Landlock rule of its own);
+    /// otherwise an empty read-only one.
+    pub scratch: bool,
+    /// Paths beneath it that stay visible.
+    pub keeps: Vec<Keep>,
+}
+
+/// A path beneath a cover, bound back at its own place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keep {
+    /// Relative to the cover's path: resolved in what lies beneath it.
+    pub source: CString,
+    /// Absolute: where it is bound, inside the cover.
+    pub target: CString,
+    /// The directories between the cover and `target`, outermost first,
+    /// created in the cover as mount points' parents.
+    pub dirs: Vec<Dir>,
+    /// Whether `target` is made as a directory (else as an empty file).
+    pub is_dir: bool,
+}
+
+/// The namespaces of one child, borrowed for a spawn.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MountPlan<'a> {
+    /// The tmpfs options (`size=...,nr_inodes=...,mode=...`).
+    pub data: &'a CStr,
+    /// The first is the staging point.
+    pub covers: &'a [Cover],
+    /// The run's own directory (HOME, TMPDIR) when it lies beneath cover
+    /// number `.0`: kept visible like the cover's own keeps.
+    pub run_keep: Option<(usize, &'a Keep)>,
+}
+
+// Everything below runs in the child between clone and exec: raw
+// syscalls on data prepared in the parent, no allocation (see
+// `crate::spawn`). Each leaves errno set by the failing call.
+
+const STEP: Step = Step::MountView;
+
+fn check(ret: libc::c_long, step: Step) -> Result<(), Step> {
+    if ret < 0 { Err(step) } else { Ok(()) }
+}
+
+fn errno() -> libc::c_int {
+    // SAFETY: the calling thread's errno location is always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// A new mount and IPC namespace for the child alone.
+///
+/// # Safety
+/// Child side only.
+pub(super) unsafe fn unshare() -> Result<(), Step> {
+    // SAFETY: integer argument only.
+    let r = unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) };
+    check(r, Step::Unshare)
+}
+
+/// Makes every mount of the new namespace private: a mount made in it
+/// would otherwise propagate to the host's peers of a shared mount.
+///
+/// # Safety
+/// Child side only.
+pub(super) unsafe fn make_private() -> Result<(), Step> {
+    // SAFETY: static NUL-terminated path, null source, type and data.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount,
+            std::ptr::null::<libc::c_char>(),
+            c"/".as_ptr(),
+            std::ptr::null::<libc::c_char>(),
+            (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
+            std::ptr::null::<libc::c_void>(),
+        )
+    };
+    check(r, Step::MountPrivate)
+}
+
+/// Raw `mount(2)`; null pointers for the absent strings.
+///
+/// # Safety
+/// Child side only; every string NUL-terminated and alive for the call.
+unsafe fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> libc::c_long {
+    let ptr = |s: Option<&CStr>| s.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount,
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data),
+        )
+    }
+}
+
+/// Mounts the plan's covers, with the paths kept beneath them, and stores
+/// a descriptor of each scratch cover in `scratch_fds` (closed at exec).
+/// The umask is lifted meanwhile so the directories get exactly their
+/// modes, and restored for the program.
+///
+/// # Safety
+/// Child side only, in a private mount namespace (after `make_private`).
+pub(super) unsafe fn mount_view(
+    plan: &MountPlan<'_>,
+    scratch_fds: &mut [libc::c_int; SCRATCH_MAX],
+) -> Result<(), Step> {
+    let Some(first) = plan.covers.first() else {
+        return Ok(());
+    };
+    let has_keeps = |i: usize| {
+        plan.covers.get(i).is_some_and(|c| !c.keeps.is_empty())
+            || plan.run_keep.is_some_and(|(at, _)| at == i)
+    };
+    // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
+    // plan, alive for the spawn, and on descriptors this child opened.
+    unsafe {
+        let old_umask = libc::syscall(libc::SYS_umask, 0);
+        // What lies beneath the staging point, for its own keeps.
+        let beneath_first = if has_keeps(0) {
+            let fd = libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                first.path.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            check(fd, STEP)?;
+            fd
+        } else {
+            -1
+        };
+        check(
+            mount(
+                Some(c"tmpfs"),
+                &first.path,
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(plan.data),
+            ),
+            STEP,
+        )?;
+        for cover in plan.covers {
+            make_dir(&cover.staged)?;
+        }
+        // The staging point last: its bind hides the tmpfs's root.
+        for i in (1..plan.covers.len()).chain(std::iter::once(0)) {
+            let Some(cover) = plan.covers.get(i) else {
+                return Err(STEP);
+            };
+            if has_keeps(i) {
+                // Relative sources now resolve beneath the cover.
+                let r = if i == 0 {
+                    libc::syscall(libc::SYS_fchdir, beneath_first)
+                } else {
+                    libc::syscall(libc::SYS_chdir, cover.path.as_ptr())
+                };
+                check(r, STEP)?;
+            }
+            let run_keep = match plan.run_keep {
+                Some((at, keep)) if at == i => Some(keep),
+                _ => None,
+            };
+            mount_cover(cover, run_keep)?;
+        }
+        if beneath_first >= 0 {
+            libc::syscall(libc::SYS_close, beneath_first);
+        }
+        let mut slots = scratch_fds.iter_mut();
+        for cover in plan.covers.iter().filter(|c| c.scratch) {
+            let slot = slots.next().ok_or(STEP)?;
+            let fd = libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                cover.path.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            check(fd, STEP)?;
+            *slot = fd as libc::c_int;
+        }
+        libc::syscall(libc::SYS_umask, old_umask);
+        // The working directory may be a covered one, seen from beneath
+        // its cover: a relative path from there (a relative cwd, `..`)
+        // would reach what the cover hides.
+        check(libc::syscall(libc::SYS_chdir, c"/".as_ptr()), STEP)
+    }
+}
+
+/// One cover: its directory of the tmpfs bound over the path, its keeps
+/// bound back, and for a hidden cover the mount made read-only.
+///
+/// # Safety
+/// Child side only, with the working directory beneath the cover when it
+/// has keeps.
+unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>) -> Result<(), Step> {
+    // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
+    // plan, alive for the spawn.
+    unsafe {
+        check(
+            mount(
+                Some(&cover.staged.path),
+                &cover.path,
+                None,
+                libc::MS_BIND,
+                None,
+            ),
+            STEP,
+        )?;
+        for keep in cover.keeps.iter().chain(run_keep) {
+            bind_back(keep)?;
+        }
+        if !cover.scratch {
+            let flags = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC;
+            check(mount(None, &cover.path, None, flags, None), STEP)?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates `keep`'s mount point in the cover and binds the path beneath
+/// the cover onto it. A source that vanished since the plan was made is
+/// left out: that hides more, never less.
+///
+/// # Safety
+/// Child side only, with the working directory beneath the cover.
+unsafe fn bind_back(keep: &Keep) -> Result<(), Step> {
+    // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
+    // plan.
+    unsafe {
+        for dir in &keep.dirs {
+            make_dir(dir)?;
+        }
+        make_mount_point(&keep.target, keep.is_dir)?;
+        let r = mount(
+            Some(&keep.source),
+            &keep.target,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        );
+        if r < 0 && errno() != libc::ENOENT {
+            return Err(STEP);
+        }
+    }
+    Ok(())
+}
+
+/// A directory with its mode and owner; one that exists already (made
+/// for another kept path) is left as it is.
+///
+/// # Safety
+/// Child side only, with the umask lifted.
+unsafe fn make_dir(dir: &Dir) -> Result<(), Step> {
+    // SAFETY: NUL-terminated path; integer arguments.
+    unsafe {
+        let r = libc::syscall(
+            libc::SYS_mkdirat,
+            libc::AT_FDCWD,
+            dir.path.as_ptr(),
+            dir.mode,
+        );
+        if r < 0 {
+            return if errno() == libc::EEXIST {
+                Ok(())
+            } else {
+                Err(STEP)
+            };
+        }
+        if dir.uid != 0 || dir.gid != 0 {
+            check(
+                libc::syscall(
+                    libc::SYS_fchownat,
+                    libc::AT_FDCWD,
+                    dir.path.as_ptr(),
+                    dir.uid,
+                    dir.gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                ),
+                STEP,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The mount point of a kept path: a directory or an empty file, hidden
+/// by the bind at once, so its own mode does not matter.
+///
+/// # Safety
+/// Child side only.
+unsafe fn make_mount_point(path: &CStr, dir: bool) -> Result<(), Step> {
+    // SAFETY: NUL-terminated path; integer mode.
+    let r = unsafe {
+        if dir {
+            libc::syscall(libc::SYS_mkdirat, libc::AT_FDCWD, path.as_ptr(), 0o700)
+        } else {
+            libc::syscall(
+                libc::SYS_mknodat,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                libc::S_IFREG | 0o600,
+                0,
+            )
+        }
+    };
+    if r < 0 && errno() != libc::EEXIST {
+        return Err(STEP);
+    }
+    Ok(())
+}
