@@ -51,13 +51,17 @@ fn setsid_double_forks_leave_no_zombie_and_later_runs_work() {
     );
 }
 
+/// The peer check on its own: Unix sockets are allowed and the run shares
+/// the host's mount namespace (`namespaces = "off"`), so the daemon's socket
+/// is reachable from inside; with the defaults, seccomp refuses the socket
+/// and the run's private `/tmp` hides the path as well.
 #[test]
 fn a_run_that_reaches_the_socket_is_refused_and_starts_nothing() {
     // The run's uid is allowed, Unix sockets are allowed, and the socket
     // file is open to everyone: only the check of who the peer is stands
     // between a command and a new run of its own.
     let fx = Fixture::new(&policy(
-        "[daemon]\nallowed_uids = [0, 65534]\n\n[sandbox]\nunix_sockets = true\n\n\
+        "[daemon]\nallowed_uids = [0, 65534]\n\n[sandbox]\nunix_sockets = true\nnamespaces = \"off\"\n\n\
          [[rule]]\nid = \"python\"\naction = \"allow\"\nrisk = \"low\"\n\
          reason = \"runs a script of the project\"\nprogram = \"python3\"\nread_only = true\n",
     ));
