@@ -69,6 +69,17 @@ impl Sandbox {
             0 => None,
             _ => Some(landlock_plan(cfg, abi, &root, &mut notes)?),
         };
+        // The same rules without write rights, for read-only runs.
+        let landlock_read_only = match &landlock {
+            Some(plan) => Some(
+                plan.read_only()
+                    .map_err(|source| SandboxError::LandlockPath {
+                        path: root.to_string_lossy().into_owned(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
         let (rlimits, limits) = rlimits(cfg, &creds);
 
         // On a hybrid host the run is born in its v2 cgroup (kill) but still
@@ -102,6 +113,7 @@ impl Sandbox {
         Ok(Sandbox {
             shared: Arc::new(Shared {
                 landlock,
+                landlock_read_only,
                 seccomp,
                 creds,
                 cap_last: supervisor.cap_last(),
