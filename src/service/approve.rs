@@ -150,6 +150,7 @@ mod tests {
             token: None,
             read_only: false,
             needs_shell: false,
+            injected: Vec::new(),
         };
         let argv = CommandSpec::Argv(vec!["rm".into(), "a file".into()]);
         let req = ApprovalRequest {
