@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::invocation::Invocation;
 use crate::result::{ErrorType, ToolResult};
 use crate::sandbox::SpawnError;
-use crate::sandbox::{self, CancelToken, ExecError, ExecOutcome, Termination};
+use crate::sandbox::{self, CancelToken, ExecError, ExecOutcome, RootAccess, Termination};
 
 /// What the classifier needs to know besides the outcome itself.
 pub(crate) struct RunContext<'a> {
@@ -29,11 +29,20 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
         timeout_ms,
         env_scrubbed,
         sandbox,
+        ran_as,
     } = inv;
+    let read_only = spec.sandbox.root_access() == RootAccess::ReadOnly;
     let mut result = match sandbox::run(spec, cancel) {
-        Ok(outcome) => classify(outcome, timeout_ms, ctx),
+        Ok(outcome) => classify(outcome, timeout_ms, read_only, ctx),
         Err(e) => spawn_failure(e, ctx.call_id),
     };
+    if let Some(ran_as) = ran_as {
+        result.message = if result.message.is_empty() {
+            ran_as
+        } else {
+            format!("{}; {ran_as}", result.message)
+        };
+    }
     result.env_scrubbed = env_scrubbed;
     result.sandbox = Some(sandbox);
     if result.duration_ms == 0 {
@@ -42,8 +51,9 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
     result
 }
 
-/// The result of a command that ran, from how it ended.
-fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult {
+/// The result of a command that ran, from how it ended. `read_only`: the
+/// run could not write the root.
+fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'_>) -> ToolResult {
     let mut r = ToolResult::success(ctx.call_id);
     r.duration_ms = o.duration.as_millis() as u64;
     r.stdout = o.stdout.text;
@@ -57,7 +67,10 @@ fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult
     // A failure the sandbox caused (EACCES under Landlock, SIGSYS from
     // seccomp) is told apart from the command's own, naming what was
     // blocked, so the model does not retry the same thing.
-    let violation = || sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, ctx.root);
+    let violation = || {
+        sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, ctx.root)
+            .or_else(|| read_only.then(|| refused_write(&r.stderr)).flatten())
+    };
     let (error_type, message) = match o.termination {
         Termination::Exited(0) => return r,
         Termination::Exited(code) => match violation() {
@@ -102,6 +115,19 @@ fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult
     };
     r.set_error(error_type, message);
     r
+}
+
+/// In a read-only run a write refused inside the root is the sandbox's
+/// doing, not the program's: said so, so the model does not retry it.
+fn refused_write(stderr: &str) -> Option<String> {
+    let line = stderr.lines().take(200).find(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("permission denied") || l.contains("read-only file system")
+    })?;
+    let clipped: String = line.chars().take(200).collect();
+    Some(format!(
+        "a write was refused: this run could only read the project (the policy classes the command read-only, or the policy itself is read-only): {clipped}"
+    ))
 }
 
 /// The result of a command that could not be started.
