@@ -135,7 +135,8 @@ impl Sandbox {
             None => None,
         };
         let mut summary = run_summary(s, cgroup.as_ref());
-        if s.landlock.is_some() {
+        // Said of the ruleset the child will get, when it gets one.
+        if s.landlock_for(root).is_some() {
             summary
                 .limits
                 .push(format!("landlock_root={}", root.as_str()));
@@ -148,6 +149,16 @@ impl Sandbox {
             cgroup,
             summary,
         })
+    }
+}
+
+impl Shared {
+    /// The Landlock rules a run with `root` access gets.
+    fn landlock_for(&self, root: RootAccess) -> Option<&landlock::Plan> {
+        match root {
+            RootAccess::ReadWrite => self.landlock.as_ref(),
+            RootAccess::ReadOnly => self.landlock_read_only.as_ref(),
+        }
     }
 }
 
@@ -264,16 +275,13 @@ impl RunSandbox {
         // No handle (never the case while the run exists) makes the child's
         // Landlock step fail: nothing runs.
         let home = self.home.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd());
-        let plan = match self.root {
-            RootAccess::ReadWrite => &s.landlock,
-            RootAccess::ReadOnly => &s.landlock_read_only,
-        };
+        let plan = s.landlock_for(self.root);
         Confinement {
             creds: s.creds,
             cap_last: s.cap_last,
             rlimits: &s.rlimits,
             cgroup,
-            landlock: plan.as_ref().map(|plan| plan.rules(home)),
+            landlock: plan.map(|plan| plan.rules(home)),
             seccomp: s.seccomp.as_deref(),
         }
     }
