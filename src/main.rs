@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use agent_exec::sandbox::{Supervisor, SupervisorOptions};
+use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
 use agent_exec::{
     CancelToken, CommandSpec, ErrorType, Policy, RunRequest, Service, ServiceBuilder, ServiceError,
@@ -238,12 +239,15 @@ fn emit(result: &ToolResult, format: Format) -> i32 {
             });
             let _ = writeln!(out, "{line}");
         }
+        // A person reads this on a terminal: the command's escape
+        // sequences, bidi overrides and invisible characters are shown,
+        // not obeyed, so output cannot rewrite what is on the screen.
         Format::Human => {
-            let _ = out.write_all(result.stdout.as_bytes());
+            let _ = out.write_all(visible_lines(&result.stdout).as_bytes());
             let _ = out.flush();
             let mut err = std::io::stderr().lock();
-            let _ = err.write_all(result.stderr.as_bytes());
-            let _ = writeln!(err, "{}", summary_line(result));
+            let _ = err.write_all(visible_lines(&result.stderr).as_bytes());
+            let _ = writeln!(err, "{}", visible(&summary_line(result)));
         }
     }
     result.cli_exit_code()
@@ -279,7 +283,7 @@ fn summary_line(r: &ToolResult) -> String {
 fn fail(error_type: ErrorType, message: String, format: Format) -> i32 {
     let r = ToolResult::refusal("none", error_type, message);
     if format == Format::Human {
-        eprintln!("{}", summary_line(&r));
+        eprintln!("{}", visible(&summary_line(&r)));
         r.cli_exit_code()
     } else {
         eprintln!("agent-exec: {}", r.message);
@@ -334,7 +338,7 @@ fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
     if let Some(summary) = service.replay_summary()
         && format == Format::Human
     {
-        eprintln!("agent-exec: replay: {summary}");
+        eprintln!("agent-exec: replay: {}", visible(&summary.to_string()));
     }
     emit(&result, format)
 }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::terminal::visible;
 use crate::policy::Decision;
 use crate::request::CommandSpec;
 
@@ -41,6 +42,22 @@ impl ApprovalRequest<'_> {
             CommandSpec::Shell(s) => s.clone(),
             CommandSpec::Argv(v) => shell_words::join(v),
         }
+    }
+
+    /// What [`TtyApprover`] writes to the terminal: the risk, rule, reason
+    /// and command on lines of their own, every control, bidi and
+    /// invisible character in them escaped (see [`visible`]), so the
+    /// command shown is the command that runs; then the question, whose
+    /// default is no.
+    pub fn prompt(&self) -> String {
+        let d = self.decision;
+        format!(
+            "agent-exec: approval required ({:?} risk, rule {}): {}\n  command: {}\nRun it? [y/N] ",
+            d.risk,
+            visible(&d.rule),
+            visible(&d.reason),
+            visible(&self.command_line())
+        )
     }
 }
 
@@ -93,15 +110,7 @@ impl Approver for TtyApprover {
         else {
             return Approval::Denied;
         };
-        let d = request.decision;
-        let _ = write!(
-            tty,
-            "agent-exec: approval required ({:?} risk, rule {}): {}\n  command: {}\nRun it? [y/N] ",
-            d.risk,
-            d.rule,
-            d.reason,
-            request.command_line()
-        );
+        let _ = tty.write_all(request.prompt().as_bytes());
         let _ = tty.flush();
         let mut line = String::new();
         if BufReader::new(&mut tty).read_line(&mut line).is_err() {
@@ -150,6 +159,7 @@ mod tests {
             token: None,
             read_only: false,
             needs_shell: false,
+            injected: Vec::new(),
         };
         let argv = CommandSpec::Argv(vec!["rm".into(), "a file".into()]);
         let req = ApprovalRequest {
@@ -161,5 +171,42 @@ mod tests {
         };
         assert_eq!(req.command_line(), "rm 'a file'");
         assert_eq!(NeverApprover.approve(&req), Approval::Unavailable);
+    }
+
+    #[test]
+    fn the_prompt_shows_escape_codes_instead_of_obeying_them() {
+        let d = Decision {
+            verdict: crate::policy::Verdict::RequireApproval,
+            rule: "runners".into(),
+            risk: crate::policy::RiskLevel::High,
+            reason: "Running code can write files".into(),
+            token: None,
+            read_only: false,
+            needs_shell: true,
+            injected: Vec::new(),
+        };
+        // Erase the line, go up, and print a harmless-looking prompt over
+        // the real one; then hide the rest right-to-left.
+        let spoof = "python3 -c 'import os' # \x1b[2K\r\x1b[1A\x1b[2Kagent-exec: approval required (Low risk, rule read-tools): ok\n  command: cat README.md\u{202e}";
+        let cmd = CommandSpec::Shell(spoof.into());
+        let req = ApprovalRequest {
+            call_id: "c",
+            session: None,
+            command: &cmd,
+            cwd: Path::new("/"),
+            decision: &d,
+        };
+        let prompt = req.prompt();
+        assert!(
+            !prompt
+                .chars()
+                .any(|c| c == '\x1b' || c == '\r' || c == '\u{202e}'),
+            "{prompt:?}"
+        );
+        assert_eq!(
+            prompt,
+            "agent-exec: approval required (High risk, rule runners): Running code can write files\n  command: python3 -c 'import os' # \\x1b[2K\\x0d\\x1b[1A\\x1b[2Kagent-exec: approval required (Low risk, rule read-tools): ok\\x0a  command: cat README.md\\u{202e}\nRun it? [y/N] "
+        );
+        assert_eq!(prompt.lines().count(), 3);
     }
 }

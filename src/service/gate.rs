@@ -103,10 +103,16 @@ impl Service {
         if call.decision.verdict != Verdict::RequireApproval {
             return (false, None);
         }
+        // The human approves the command as it will run: with any flag
+        // the policy adds. One that does not fit is not asked about (and
+        // would not run).
+        let Some(command) = call.decision.command_to_run(&call.req.command) else {
+            return (false, None);
+        };
         let request = ApprovalRequest {
             call_id: call.call_id,
             session: call.req.session.as_deref(),
-            command: &call.req.command,
+            command: &command,
             cwd: call.cwd,
             decision: call.decision,
         };

@@ -15,7 +15,7 @@ use crate::policy::{Decision, EnvFate, Policy};
 use crate::request::{CommandSpec, RunRequest};
 use crate::result::SandboxSummary;
 use crate::sandbox::ExecSpec;
-use crate::sandbox::RunSandbox;
+use crate::sandbox::{RootAccess, RunSandbox};
 
 /// The environment every child starts from, computed once: the
 /// supervisor's environment does not change while it runs.
@@ -68,6 +68,9 @@ pub(crate) struct Invocation {
     pub(crate) timeout_ms: u64,
     pub(crate) env_scrubbed: Vec<String>,
     pub(crate) sandbox: SandboxSummary,
+    /// When the policy added safe-mode flags: the command as it ran, for
+    /// the result's message (and so the trace).
+    pub(crate) ran_as: Option<String>,
 }
 
 impl Service {
@@ -77,10 +80,24 @@ impl Service {
         decision: &Decision,
         cwd: &Path,
     ) -> Result<Invocation, Refusal> {
-        let (program, argv) = self.program_and_argv(req, decision, cwd)?;
+        // What runs is what the policy allowed, with the flags it added.
+        let command = decision.command_to_run(&req.command).ok_or_else(|| {
+            Refusal::Internal(
+                "the policy's safe-mode flags do not fit this command; nothing ran".into(),
+            )
+        })?;
+        let (program, argv) = self.program_and_argv(&command, decision, cwd)?;
+        // A command the policy classes read-only, or any command of a
+        // read-only policy, gets the ruleset that grants no write on the
+        // root: the kernel backs the classification.
+        let access = if decision.read_only || self.policy.sandbox.read_only {
+            RootAccess::ReadOnly
+        } else {
+            RootAccess::ReadWrite
+        };
         let run = self
             .sandbox
-            .for_run()
+            .for_run_with(access)
             .map_err(|e| Refusal::SandboxUnavailable(e.to_string()))?;
         let env = self.child_env(&run);
         let Ok(cwd) = CString::new(cwd.as_os_str().as_bytes()) else {
@@ -114,6 +131,7 @@ impl Service {
             timeout_ms,
             env_scrubbed: self.base_env.scrubbed.clone(),
             sandbox,
+            ran_as: ran_as(&command, decision),
         })
     }
 
@@ -144,11 +162,11 @@ impl Service {
     /// policy passed every part).
     fn program_and_argv(
         &self,
-        req: &RunRequest,
+        command: &CommandSpec,
         decision: &Decision,
         cwd: &Path,
     ) -> Result<(CString, Vec<CString>), Refusal> {
-        let words: Vec<String> = match (&req.command, decision.needs_shell) {
+        let words: Vec<String> = match (command, decision.needs_shell) {
             (CommandSpec::Shell(s), true) => return self.shell_argv(s),
             // The words exactly as the policy saw them: the same lexer, so
             // what runs is what was checked.
@@ -212,6 +230,28 @@ impl Service {
             ],
         ))
     }
+}
+
+/// How a command the policy added flags to ran, said for the result:
+/// `None` when it runs as sent.
+fn ran_as(command: &CommandSpec, decision: &Decision) -> Option<String> {
+    if decision.injected.is_empty() {
+        return None;
+    }
+    let text = match command {
+        CommandSpec::Shell(s) => s.clone(),
+        CommandSpec::Argv(v) => shell_words::join(v),
+    };
+    let mut added: Vec<String> = decision
+        .injected
+        .iter()
+        .map(|f| format!("`{} {}`", f.program, f.flag))
+        .collect();
+    added.dedup();
+    Some(format!(
+        "ran as `{text}`: the policy runs read-only programs in their safe mode ({})",
+        added.join(", ")
+    ))
 }
 
 /// The first bash of [`crate::policy::SHELL_PATHS`] the host has.

@@ -15,6 +15,8 @@
 //! 5. `invocation`: environment, program and argv (direct exec, or
 //!    `bash -p -c` for a command that needs a shell), limits;
 //! 6. and 7. `outcome`: run in the sandbox, classify how it ended.
+//!
+//! [`terminal`] makes request text and output safe to show a person.
 
 mod approve;
 mod builder;
@@ -26,6 +28,7 @@ mod invocation;
 mod outcome;
 mod refusal;
 mod schema;
+pub mod terminal;
 mod validate;
 
 use std::ffi::CString;

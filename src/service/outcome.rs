@@ -7,7 +7,9 @@ use std::time::Instant;
 use super::invocation::Invocation;
 use crate::result::{ErrorType, ToolResult};
 use crate::sandbox::SpawnError;
-use crate::sandbox::{self, CancelToken, ExecError, ExecOutcome, MemoryLimitHit, Termination};
+use crate::sandbox::{
+    self, CancelToken, ExecError, ExecOutcome, MemoryLimitHit, RootAccess, Termination,
+};
 
 /// What the classifier needs to know besides the outcome itself.
 pub(crate) struct RunContext<'a> {
@@ -29,11 +31,20 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
         timeout_ms,
         env_scrubbed,
         sandbox,
+        ran_as,
     } = inv;
+    let read_only = spec.sandbox.root_access() == RootAccess::ReadOnly;
     let mut result = match sandbox::run(spec, cancel) {
-        Ok(outcome) => classify(outcome, timeout_ms, ctx),
+        Ok(outcome) => classify(outcome, timeout_ms, read_only, ctx),
         Err(e) => spawn_failure(e, ctx.call_id),
     };
+    if let Some(ran_as) = ran_as {
+        result.message = if result.message.is_empty() {
+            ran_as
+        } else {
+            format!("{}; {ran_as}", result.message)
+        };
+    }
     result.env_scrubbed = env_scrubbed;
     result.sandbox = Some(sandbox);
     if result.duration_ms == 0 {
@@ -42,8 +53,9 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
     result
 }
 
-/// The result of a command that ran, from how it ended.
-fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult {
+/// The result of a command that ran, from how it ended. `read_only`: the
+/// run could not write the root.
+fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'_>) -> ToolResult {
     let mut r = ToolResult::success(ctx.call_id);
     r.duration_ms = o.duration.as_millis() as u64;
     r.stdout = o.stdout.text;
@@ -57,7 +69,10 @@ fn classify(o: ExecOutcome, timeout_ms: u64, ctx: &RunContext<'_>) -> ToolResult
     // A failure the sandbox caused (EACCES under Landlock, SIGSYS from
     // seccomp) is told apart from the command's own, naming what was
     // blocked, so the model does not retry the same thing.
-    let violation = || sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, ctx.root);
+    let violation = || {
+        sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, ctx.root)
+            .or_else(|| read_only.then(|| refused_write(&r.stderr)).flatten())
+    };
     // The cap killed part of the run: whatever the rest did afterwards
     // (failed, hung until the deadline, or even exited 0 without the
     // killed part's work), that is what the model must know. Only a
@@ -136,6 +151,19 @@ fn memory_message(hit: MemoryLimitHit, end: Termination) -> String {
         "memory limit: the command's processes together passed the run's memory cap of {} MiB (memory_max_bytes = {max_bytes}) and the kernel killed {oom_kills} {processes} of it; {ended}",
         max_bytes >> 20
     )
+}
+
+/// In a read-only run a write refused inside the root is the sandbox's
+/// doing, not the program's: said so, so the model does not retry it.
+fn refused_write(stderr: &str) -> Option<String> {
+    let line = stderr.lines().take(200).find(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("permission denied") || l.contains("read-only file system")
+    })?;
+    let clipped: String = line.chars().take(200).collect();
+    Some(format!(
+        "a write was refused: this run could only read the project (the policy classes the command read-only, or the policy itself is read-only): {clipped}"
+    ))
 }
 
 /// The result of a command that could not be started.
@@ -218,7 +246,7 @@ mod tests {
             Termination::Signaled(9),
             Termination::TimedOut,
         ] {
-            let r = classify(outcome(end, Some(hit)), 1000, &ctx);
+            let r = classify(outcome(end, Some(hit)), 1000, false, &ctx);
             assert_eq!(r.error_type, Some(ErrorType::MemoryLimit), "{end:?}");
             assert!(!r.ok && r.recoverable);
             assert!(r.message.contains("256 MiB"), "{}", r.message);
@@ -227,12 +255,17 @@ mod tests {
             assert_eq!(r.signal, outcome(end, None).signal);
         }
         // A cancellation the client asked for stays one.
-        let r = classify(outcome(Termination::Cancelled, Some(hit)), 1000, &ctx);
+        let r = classify(
+            outcome(Termination::Cancelled, Some(hit)),
+            1000,
+            false,
+            &ctx,
+        );
         assert_eq!(r.error_type, Some(ErrorType::Cancelled));
         // No kill by the cap: as before.
-        let r = classify(outcome(Termination::Signaled(9), None), 1000, &ctx);
+        let r = classify(outcome(Termination::Signaled(9), None), 1000, false, &ctx);
         assert_eq!(r.error_type, Some(ErrorType::KilledBySignal));
-        let r = classify(outcome(Termination::Exited(0), None), 1000, &ctx);
+        let r = classify(outcome(Termination::Exited(0), None), 1000, false, &ctx);
         assert!(r.ok);
     }
 }

@@ -188,6 +188,7 @@ mod tests {
             token: Some("tok".into()),
             read_only: false,
             needs_shell: false,
+            injected: Vec::new(),
         }
     }
 

@@ -76,8 +76,10 @@ use serde::{Deserialize, Serialize};
 // Lower modules never use higher ones: `resolve`, `hidden` and `rules` are
 // pure; `engine` indexes the rules; `verdict` combines findings; `state`
 // carries one walk, which `paths`, `builtins`, `wrappers` and `walk` (the
-// top of a decision) extend in that order; `load` and `lint` build and
-// inspect a `Policy`.
+// top of a decision) extend in that order; `awk` and `tools` (what
+// read-only programs may be given) are pure and used by `walk`; `load`
+// and `lint` build and inspect a `Policy`.
+mod awk;
 mod builtins;
 mod engine;
 mod error;
@@ -88,6 +90,7 @@ mod paths;
 mod resolve;
 mod rules;
 mod state;
+mod tools;
 mod verdict;
 mod walk;
 mod wrappers;
@@ -207,6 +210,63 @@ pub struct Decision {
     /// True when the request needs `/bin/sh -c` (operators, redirections,
     /// expansions); false when it is one plain argv exec'd directly.
     pub needs_shell: bool,
+    /// Flags the policy runs programs with, so that a program it classed
+    /// read-only cannot do otherwise (`sed --sandbox`); see
+    /// [`Decision::command_to_run`]. Empty for most requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected: Vec<InjectedFlag>,
+}
+
+/// A flag the policy adds right after a program word: the program's own
+/// safe mode (`sed --sandbox`, `gawk --sandbox`), which refuses at run time
+/// what the policy cannot see in a script.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InjectedFlag {
+    /// The program, by the name its rule matched (`sed`).
+    pub program: String,
+    /// The flag (`--sandbox`).
+    pub flag: String,
+    /// Where it goes: in a shell string, the byte offset just past the
+    /// program word; in an argv, the index of the program word.
+    pub at: usize,
+}
+
+impl Decision {
+    /// The command as it must run: `cmd` with every [`injected`] flag in
+    /// place. `None` when a flag's place does not fit `cmd` (the decision
+    /// was made for another command): then nothing may run.
+    ///
+    /// [`injected`]: Decision::injected
+    pub fn command_to_run(&self, cmd: &CommandSpec) -> Option<CommandSpec> {
+        if self.injected.is_empty() {
+            return Some(cmd.clone());
+        }
+        let mut places: Vec<&InjectedFlag> = self.injected.iter().collect();
+        // From the end, so earlier places stay where they were.
+        places.sort_by_key(|f| std::cmp::Reverse(f.at));
+        match cmd {
+            CommandSpec::Shell(text) => {
+                let mut out = text.clone();
+                for f in places {
+                    if !out.is_char_boundary(f.at) || f.at == 0 {
+                        return None;
+                    }
+                    out.insert_str(f.at, &format!(" {}", f.flag));
+                }
+                Some(CommandSpec::Shell(out))
+            }
+            CommandSpec::Argv(argv) => {
+                let mut out = argv.clone();
+                for f in places {
+                    if f.at >= out.len() {
+                        return None;
+                    }
+                    out.insert(f.at + 1, f.flag.clone());
+                }
+                Some(CommandSpec::Argv(out))
+            }
+        }
+    }
 }
 
 impl Policy {
@@ -422,6 +482,10 @@ pub struct SandboxPolicy {
     pub memory_max_bytes: u64,
     /// Per-run mount and IPC namespaces.
     pub namespaces: Namespaces,
+    /// Every run sees the root (and `write` paths) read-only: the kernel
+    /// lets it write only its own HOME/TMPDIR and `/dev/null`. Runs the
+    /// policy classes read-only get that whatever this says.
+    pub read_only: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -444,6 +508,7 @@ impl Default for SandboxPolicy {
             pids_max: 256,
             memory_max_bytes: DEFAULT_MEMORY_MAX_BYTES,
             namespaces: Namespaces::Auto,
+            read_only: false,
         }
     }
 }
@@ -621,8 +686,11 @@ impl Default for ShellPolicy {
                 "VISUAL",
                 "PAGER",
                 "MANPAGER",
-                "LESSOPEN",
-                "LESSCLOSE",
+                "MANOPT",
+                "LESS*",
+                "RIPGREP_CONFIG_PATH",
+                "AWKPATH",
+                "AWKLIBPATH",
                 "GCONV_PATH",
                 "HOSTALIASES",
                 "XDG_CONFIG_HOME",

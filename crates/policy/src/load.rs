@@ -180,6 +180,13 @@ impl Policy {
                 None
             }
         };
+        if file.sandbox.read_only && !file.sandbox.write.is_empty() {
+            issues.push(Issue {
+                line: find_key_line(text, "write"),
+                key: "sandbox.write".into(),
+                message: "a read_only sandbox writes nowhere but the run's own HOME/TMPDIR; remove `write` or `read_only`".into(),
+            });
+        }
         if file.limits.timeout_ms > file.limits.max_timeout_ms {
             issues.push(Issue {
                 line: find_key_line(text, "timeout_ms"),

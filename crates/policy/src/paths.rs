@@ -30,7 +30,7 @@ pub(crate) fn path_like(v: &str) -> bool {
 
 /// Expands `{a,b}` groups (nested, at most `limit` results); `None` when
 /// there would be more.
-fn expand_braces(v: &str, limit: usize) -> Option<Vec<String>> {
+pub(crate) fn expand_braces(v: &str, limit: usize) -> Option<Vec<String>> {
     let mut out = Vec::new();
     let mut work = vec![v.to_string()];
     while let Some(s) = work.pop() {

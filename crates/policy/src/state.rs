@@ -9,7 +9,7 @@ use agent_exec_lexer::Features;
 use crate::engine::Engine;
 use crate::rules::Rule;
 use crate::verdict::{CommandRef, Evaluation, FindingKind, Findings};
-use crate::{Context, FeatureAction, Policy, RiskLevel, Verdict};
+use crate::{Context, FeatureAction, InjectedFlag, Policy, RiskLevel, Verdict};
 
 /// How an argument is used, which decides where it may point.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,19 @@ pub(crate) struct Cwd {
     pub(crate) seen: Vec<PathBuf>,
 }
 
+/// Where the text being walked sits in the request, so a flag can be
+/// inserted after a program word (see [`InjectedFlag`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Origin {
+    /// A shell string; the walked text starts at this byte of it.
+    Text(usize),
+    /// The words of an argv request.
+    Argv,
+    /// Text that is not a verbatim part of the request (a nested shell's
+    /// script with quoting or escapes).
+    Unmapped,
+}
+
 /// One walk over one request. The checks of `paths`, `builtins`,
 /// `wrappers` and `walk` are methods on it; they report through `builtin`
 /// and the `offer_*` methods, never to `findings` directly, so every
@@ -44,6 +57,10 @@ pub(crate) struct Walk<'p> {
     pub(crate) read_only: bool,
     /// A name that exists only inside a shell was used.
     pub(crate) shell_only: bool,
+    /// Where the text being walked is in the request.
+    pub(crate) origin: Origin,
+    /// Safe-mode flags for programs run read-only.
+    pub(crate) injected: Vec<InjectedFlag>,
     /// The simple command being walked; tracked only for an evaluation.
     command: Option<CommandRef>,
     commands_seen: usize,
@@ -81,13 +98,16 @@ impl<'p> Walk<'p> {
             findings: Findings::new(every),
             read_only: true,
             shell_only: false,
+            origin: Origin::Text(0),
+            injected: Vec::new(),
             command: None,
             commands_seen: 0,
         }
     }
 
     pub(crate) fn finish(self, needs_shell: bool) -> Evaluation {
-        self.findings.finish(self.read_only, needs_shell)
+        self.findings
+            .finish(self.read_only, needs_shell, self.injected)
     }
 
     /// Makes `span` of `text` the command findings are about, until

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::{Decision, RiskLevel, Verdict};
+use crate::{Decision, InjectedFlag, RiskLevel, Verdict};
 
 /// What produced a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -96,6 +96,7 @@ pub struct Evaluation {
     winner: Option<usize>,
     read_only: bool,
     needs_shell: bool,
+    injected: Vec<InjectedFlag>,
 }
 
 impl Evaluation {
@@ -127,6 +128,11 @@ impl Evaluation {
         self.needs_shell
     }
 
+    /// As [`Decision::injected`].
+    pub fn injected(&self) -> &[InjectedFlag] {
+        &self.injected
+    }
+
     /// The decision, exactly as [`Policy::decide`](crate::Policy::decide)
     /// returns it.
     pub fn decision(&self) -> Decision {
@@ -156,6 +162,7 @@ impl Evaluation {
             token: f.token,
             read_only: self.read_only,
             needs_shell: self.needs_shell,
+            injected: self.injected.clone(),
         }
     }
 
@@ -168,6 +175,7 @@ impl Evaluation {
             token: None,
             read_only: self.read_only,
             needs_shell: self.needs_shell,
+            injected: self.injected.clone(),
         }
     }
 }
@@ -255,12 +263,18 @@ impl Findings {
         });
     }
 
-    pub(crate) fn finish(self, read_only: bool, needs_shell: bool) -> Evaluation {
+    pub(crate) fn finish(
+        self,
+        read_only: bool,
+        needs_shell: bool,
+        injected: Vec<InjectedFlag>,
+    ) -> Evaluation {
         Evaluation {
             findings: self.list,
             winner: self.winner,
             read_only,
             needs_shell,
+            injected,
         }
     }
 }
@@ -337,7 +351,7 @@ mod tests {
             findings.superseded(Verdict::Allow, RiskLevel::Critical, None, || {
                 describe("passed-over")
             });
-            let e = findings.finish(false, true);
+            let e = findings.finish(false, true, Vec::new());
             let rules: Vec<_> = e.findings().iter().map(|f| f.rule.as_str()).collect();
             let kept: &[&str] = if every {
                 &["deny", "allow", "passed-over"]
@@ -352,7 +366,9 @@ mod tests {
 
     #[test]
     fn nothing_to_run_is_an_allow() {
-        let d = Findings::new(true).finish(true, false).into_decision();
+        let d = Findings::new(true)
+            .finish(true, false, Vec::new())
+            .into_decision();
         assert_eq!(
             (d.verdict, d.rule.as_str(), d.risk, d.read_only),
             (Verdict::Allow, EMPTY_RULE, RiskLevel::Low, true)

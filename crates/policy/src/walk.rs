@@ -16,10 +16,13 @@ use crate::builtins::is_shell_only;
 use crate::hidden;
 use crate::resolve::{basename, normalize_lexically, resolve_path, resolve_program};
 use crate::rules::Writes;
-use crate::state::{Access, Cwd, Walk, feature_verdict, has_expansion, strictness};
+use crate::state::{Access, Cwd, Origin, Walk, feature_verdict, has_expansion, strictness};
+use crate::tools;
 use crate::verdict::Evaluation;
 use crate::wrappers::{Peeled, may_wrap};
-use crate::{CommandSpec, Context, Decision, FeatureAction, Policy, RiskLevel, Verdict};
+use crate::{
+    CommandSpec, Context, Decision, FeatureAction, InjectedFlag, Policy, RiskLevel, Verdict,
+};
 
 /// Shells whose `-c` script is lexed and walked like the request.
 const SHELLS: &[&str] = &[
@@ -63,6 +66,7 @@ impl Policy {
                 }
                 let text = argv.join(" ");
                 walk.raw(&text);
+                walk.origin = Origin::Argv;
                 let sc = SimpleCommand {
                     assignments: Vec::new(),
                     words: argv.iter().map(|a| literal_word(a)).collect(),
@@ -322,6 +326,12 @@ impl Walk<'_> {
                 self.shell_only = true;
             }
             let trusted = self.trusted_name(prog);
+            // Where a safe-mode flag would go: just past the program word.
+            let place = match self.origin {
+                Origin::Text(start) => Some(start + w.span.end),
+                Origin::Argv => Some(i),
+                Origin::Unmapped => None,
+            };
             if bare && self.shell_builtin(prog, args, cwd, persistent) {
                 return;
             }
@@ -341,7 +351,7 @@ impl Walk<'_> {
             {
                 return;
             }
-            self.program(prog, trusted, args, cwd);
+            self.program(prog, trusted, args, cwd, place);
             return;
         }
     }
@@ -390,8 +400,15 @@ impl Walk<'_> {
     }
 
     /// A program (wrappers peeled): the rule that decides it, then its
-    /// arguments.
-    fn program(&mut self, prog: &str, trusted: Option<&str>, args: &[Word], cwd: &Cwd) {
+    /// arguments. `place` is where a safe-mode flag would be inserted.
+    fn program(
+        &mut self,
+        prog: &str,
+        trusted: Option<&str>,
+        args: &[Word],
+        cwd: &Cwd,
+        place: Option<usize>,
+    ) {
         let engine = self.engine;
         let mut passed_over = self.keeps_every().then(Vec::new);
         let selected = engine
@@ -409,6 +426,12 @@ impl Walk<'_> {
                 }
                 if rule.action == Verdict::Deny {
                     return;
+                }
+                if rule.action == Verdict::Allow
+                    && rule.read_only
+                    && let Some(name) = trusted
+                {
+                    self.read_only_tool(name, args, place);
                 }
                 let mut consumed = m.consumed;
                 if rule.pattern_operand
@@ -440,6 +463,53 @@ impl Walk<'_> {
         };
         self.argument_names(prog, args);
         self.check_args(args, writes, consumed, cwd);
+    }
+
+    /// A program an allow rule classes read-only: what its options,
+    /// operands and scripts may do (see `tools`), and its safe mode.
+    fn read_only_tool(&mut self, name: &str, args: &[Word], place: Option<usize>) {
+        let path = &self.policy.env.path;
+        let is_gawk = || {
+            resolve_program(name, path)
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .and_then(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().starts_with("gawk"))
+                })
+                .unwrap_or(false)
+        };
+        match tools::check(name, args, is_gawk) {
+            Ok(None) => {}
+            Ok(Some(flag)) => match place {
+                Some(at) => self.injected.push(InjectedFlag {
+                    program: name.to_string(),
+                    flag: flag.to_string(),
+                    at,
+                }),
+                None => {
+                    self.builtin(
+                        Verdict::Deny,
+                        RiskLevel::High,
+                        "builtin:read-only-tool",
+                        format!(
+                            "`{name}` runs read-only only in its safe mode (`{name} {flag}`), which cannot be added inside this nested script; run `{name}` directly, not in `sh -c` with a quoted or escaped script"
+                        ),
+                        name,
+                    );
+                    self.read_only = false;
+                }
+            },
+            Err(refused) => {
+                self.builtin(
+                    Verdict::Deny,
+                    RiskLevel::High,
+                    "builtin:read-only-tool",
+                    refused.reason,
+                    &refused.token,
+                );
+                self.read_only = false;
+            }
+        }
     }
 
     fn nested_text(&mut self, text: &str, shown: &str, cwd: &Cwd, depth: usize) {
@@ -506,7 +576,10 @@ impl Walk<'_> {
             );
             return true;
         }
+        let inner = nested_origin(self.origin, script);
+        let outer = std::mem::replace(&mut self.origin, inner);
         self.nested_text(&script.value, prog, cwd, depth);
+        self.origin = outer;
         // `sh -c '... "$1"' _ PATH`: the positional parameters become the
         // script's arguments, which it may read or write, so they must
         // name places inside the root.
@@ -514,6 +587,26 @@ impl Walk<'_> {
             self.check_args(positional, Writes::Operands, 0, cwd);
         }
         true
+    }
+}
+
+/// Where a nested shell's script is in the request: it is when the word
+/// is written bare or in one pair of quotes, with nothing escaped.
+fn nested_origin(outer: Origin, script: &Word) -> Origin {
+    let Origin::Text(start) = outer else {
+        return Origin::Unmapped;
+    };
+    let (raw, value) = (script.raw.as_str(), script.value.as_str());
+    let quoted = raw.len() == value.len() + 2
+        && ((raw.starts_with('\'') && raw.ends_with('\''))
+            || (raw.starts_with('"') && raw.ends_with('"')))
+        && &raw[1..raw.len() - 1] == value;
+    if raw == value {
+        Origin::Text(start + script.span.start)
+    } else if quoted {
+        Origin::Text(start + script.span.start + 1)
+    } else {
+        Origin::Unmapped
     }
 }
 

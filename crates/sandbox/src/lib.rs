@@ -52,7 +52,7 @@ pub use error::SandboxError;
 pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, MemoryLimitHit, Termination, run};
 pub use plan::landlock::abi as landlock_abi;
 pub use plan::rundir::private_dir;
-pub use sandbox::{RunSandbox, Sandbox};
+pub use sandbox::{RootAccess, RunSandbox, Sandbox};
 pub use spawn::SpawnError;
 pub use summary::Summary;
 pub use supervisor::{Supervisor, SupervisorOptions, kill_runs_of};

@@ -77,6 +77,9 @@ pub(crate) struct PathRule {
     /// a directory: for finding rules another one already covers.
     real: Option<std::path::PathBuf>,
     is_dir: bool,
+    /// A character device (`/dev/null`): writing it changes no file, so a
+    /// read-only ruleset keeps its write right.
+    is_char_dev: bool,
 }
 
 impl PathRule {
@@ -154,20 +157,59 @@ impl Plan {
                 if !self.paths.iter().any(|r| r.covers(&rule)) {
                     self.paths.retain(|r| !rule.covers(r));
                     self.paths.push(rule);
-                    self.kernel = self
-                        .paths
-                        .iter()
-                        .map(|r| PathBeneathAttr {
-                            allowed_access: r.access,
-                            parent_fd: r.fd.as_raw_fd(),
-                        })
-                        .collect();
+                    self.kernel = kernel_rules(&self.paths);
                 }
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The same rules for a read-only run: no right to change anything
+    /// anywhere except on character devices (`/dev/null`, `/dev/zero`,
+    /// `/dev/full`); the run's own directory still gets `rw_access` in
+    /// [`rules`](Self::rules). The handled rights are the same, so every
+    /// write the ruleset does not grant is refused.
+    pub(crate) fn read_only(&self) -> std::io::Result<Plan> {
+        let mut paths = Vec::with_capacity(self.paths.len());
+        for r in &self.paths {
+            let access = if r.is_char_dev {
+                r.access
+            } else {
+                r.access & READ_EXEC
+            };
+            if access == 0 {
+                continue;
+            }
+            paths.push(PathRule {
+                fd: r.fd.try_clone()?,
+                access,
+                path: r.path.clone(),
+                real: r.real.clone(),
+                is_dir: r.is_dir,
+                is_char_dev: r.is_char_dev,
+            });
+        }
+        let kernel = kernel_rules(&paths);
+        Ok(Plan {
+            attr: self.attr,
+            attr_size: self.attr_size,
+            paths,
+            kernel,
+            ports: self.ports.clone(),
+            proc_self_access: self.proc_self_access,
+            rw_access: self.rw_access,
+        })
+    }
+
+    /// Whether some rule other than a device's lets the child change
+    /// files (what a read-only plan never has).
+    #[cfg(test)]
+    pub(crate) fn grants_writes(&self) -> bool {
+        self.paths
+            .iter()
+            .any(|r| !r.is_char_dev && r.access & !READ_EXEC != 0)
     }
 
     /// The paths of the rules every child adds, for diagnostics.
@@ -214,13 +256,25 @@ impl Plan {
     }
 }
 
+/// The rules as the kernel reads them.
+fn kernel_rules(paths: &[PathRule]) -> Vec<PathBeneathAttr> {
+    paths
+        .iter()
+        .map(|r| PathBeneathAttr {
+            allowed_access: r.access,
+            parent_fd: r.fd.as_raw_fd(),
+        })
+        .collect()
+}
+
 /// Opens `path` `O_PATH|O_CLOEXEC` (following symlinks, so `/bin` on a
 /// merged-/usr system names `/usr/bin`) and trims the rights to those valid
 /// for its file type.
 fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
     let fd = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
     let st = fstat(&fd)?;
-    let is_dir = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    let is_dir = kind == SFlag::S_IFDIR;
     let access = if is_dir { access } else { access & FILE_RIGHTS };
     Ok(PathRule {
         fd,
@@ -228,6 +282,7 @@ fn open_rule(path: &Path, access: u64) -> std::io::Result<PathRule> {
         path: path.display().to_string(),
         real: std::fs::canonicalize(path).ok(),
         is_dir,
+        is_char_dev: kind == SFlag::S_IFCHR,
     })
 }
 
@@ -287,5 +342,46 @@ mod tests {
         }
         assert_eq!({ rules.run_paths[0].parent_fd }, 42);
         assert_eq!({ rules.run_paths[0].allowed_access }, plan.rw_access);
+    }
+
+    #[test]
+    fn a_read_only_plan_grants_no_write_but_on_devices_and_the_run_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let sys = dir.path().join("sys");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&sys).unwrap();
+        let mut plan = Plan::new(7, &[]);
+        let rw = plan.rw_access;
+        plan.add_path(&sys, READ_EXEC).unwrap();
+        plan.add_path(&root, rw).unwrap();
+        let dev_rw = ACCESS_FS_READ_FILE | ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE;
+        plan.add_path(Path::new("/dev/null"), dev_rw).unwrap();
+        assert!(plan.grants_writes());
+
+        let ro = plan.read_only().unwrap();
+        assert!(!ro.grants_writes());
+        assert_eq!(paths(&ro), paths(&plan));
+        let access = |p: &Plan, path: &Path| {
+            p.paths
+                .iter()
+                .find(|r| r.path == path.display().to_string())
+                .map(|r| r.access)
+        };
+        assert_eq!(access(&ro, &root), Some(READ_EXEC));
+        assert_eq!(access(&ro, &sys), Some(READ_EXEC));
+        assert_eq!(access(&ro, Path::new("/dev/null")), Some(dev_rw));
+        // The same rights are handled: what is not granted is refused.
+        assert_eq!(
+            ro.attr.handled_access_fs & rw,
+            plan.attr.handled_access_fs & rw
+        );
+        // The kernel's view follows the rules, and the run's own
+        // directory stays writable.
+        let rules = ro.rules(7);
+        for (k, r) in rules.paths.iter().zip(&ro.paths) {
+            assert_eq!({ k.allowed_access }, r.access);
+        }
+        assert_eq!({ rules.run_paths[0].allowed_access }, rw);
     }
 }

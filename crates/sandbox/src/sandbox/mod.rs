@@ -31,6 +31,8 @@ pub use prepare::TEST_NO_LANDLOCK_ENV;
 /// Everything prepared once and shared by every run.
 struct Shared {
     landlock: Option<landlock::Plan>,
+    /// `landlock` without write rights, for read-only runs.
+    landlock_read_only: Option<landlock::Plan>,
     seccomp: Option<Vec<libc::sock_filter>>,
     creds: Creds,
     cap_last: u32,
@@ -78,6 +80,28 @@ impl std::fmt::Debug for Shared {
     }
 }
 
+/// What a run may do to the project root (and the configuration's other
+/// writable paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RootAccess {
+    /// Read and write: the root and `write` paths as configured.
+    #[default]
+    ReadWrite,
+    /// Read only: the run may write nothing but its own HOME/TMPDIR and
+    /// `/dev/null`-like devices. For commands classed as only reading.
+    ReadOnly,
+}
+
+impl RootAccess {
+    /// As the summary's `landlock_root=` entry names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RootAccess::ReadWrite => "read_write",
+            RootAccess::ReadOnly => "read_only",
+        }
+    }
+}
+
 /// The sandbox of one service (a CLI run or a daemon's lifetime), prepared
 /// by [`Sandbox::prepare`]. Cheap to clone: clones share everything.
 #[derive(Debug, Clone)]
@@ -91,8 +115,15 @@ impl Sandbox {
         self.shared.summary.clone()
     }
 
-    /// Prepares one run: its private HOME/TMPDIR and its cgroup.
+    /// Prepares one run: its private HOME/TMPDIR and its cgroup. The run
+    /// may write the root ([`RootAccess::ReadWrite`]).
     pub fn for_run(&self) -> Result<RunSandbox, SandboxError> {
+        self.for_run_with(RootAccess::ReadWrite)
+    }
+
+    /// [`for_run`](Self::for_run) with the root's access chosen: both
+    /// Landlock rulesets are prepared once, this picks one per run.
+    pub fn for_run_with(&self, root: RootAccess) -> Result<RunSandbox, SandboxError> {
         let s = &self.shared;
         let pooled_home = s.rundir_pool.lock().ok().and_then(|mut p| p.pop());
         let (dir, home_fd) = match pooled_home {
@@ -125,12 +156,19 @@ impl Sandbox {
             s.memory_max,
             cgroup.as_ref().map(|cg| cg.applied.as_slice()),
         )?;
-        let summary = run_summary(s, cgroup.as_ref(), &missing);
+        let mut summary = run_summary(s, cgroup.as_ref(), &missing);
+        // Said of the ruleset the child will get, when it gets one.
+        if s.landlock_for(root).is_some() {
+            summary
+                .limits
+                .push(format!("landlock_root={}", root.as_str()));
+        }
         let run_keep = match (&s.mounts, dir.path.file_name()) {
             (Some(layout), Some(name)) => layout.run_keep(name),
             _ => None,
         };
         Ok(RunSandbox {
+            root,
             shared: Arc::clone(s),
             run_keep,
             home_path: dir.path.clone(),
@@ -138,6 +176,16 @@ impl Sandbox {
             cgroup,
             summary,
         })
+    }
+}
+
+impl Shared {
+    /// The Landlock rules a run with `root` access gets.
+    fn landlock_for(&self, root: RootAccess) -> Option<&landlock::Plan> {
+        match root {
+            RootAccess::ReadWrite => self.landlock.as_ref(),
+            RootAccess::ReadOnly => self.landlock_read_only.as_ref(),
+        }
     }
 }
 
@@ -163,6 +211,8 @@ fn run_summary(s: &Shared, cgroup: Option<&cgroup::RunCgroup>, missing: &[&str])
 #[derive(Debug)]
 pub struct RunSandbox {
     shared: Arc<Shared>,
+    /// Which of the prepared Landlock rulesets the child gets.
+    root: RootAccess,
     // Field order matters for Drop: the cgroup (which kills stragglers)
     // goes before the directory they might still be writing to.
     cgroup: Option<cgroup::RunCgroup>,
@@ -246,6 +296,11 @@ impl RunSandbox {
             .map_or(0, |m| m.take_oom_kills())
     }
 
+    /// What the run may do to the root.
+    pub fn root_access(&self) -> RootAccess {
+        self.root
+    }
+
     /// What the child is confined by, borrowed for one spawn.
     pub(crate) fn confinement(&self) -> Confinement<'_> {
         let s = &self.shared;
@@ -260,12 +315,13 @@ impl RunSandbox {
         // No handle (never the case while the run exists) makes the child's
         // Landlock step fail: nothing runs.
         let home = self.home.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd());
+        let plan = s.landlock_for(self.root);
         Confinement {
             creds: s.creds,
             cap_last: s.cap_last,
             rlimits: &s.rlimits,
             cgroup,
-            landlock: s.landlock.as_ref().map(|plan| plan.rules(home)),
+            landlock: plan.map(|plan| plan.rules(home)),
             seccomp: s.seccomp.as_deref(),
             mounts: s
                 .mounts

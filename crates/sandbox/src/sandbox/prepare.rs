@@ -68,6 +68,17 @@ impl Sandbox {
                 Some(plan)
             }
         };
+        // The same rules without write rights, for read-only runs.
+        let landlock_read_only = match &landlock {
+            Some(plan) => Some(
+                plan.read_only()
+                    .map_err(|source| SandboxError::LandlockPath {
+                        path: root.to_string_lossy().into_owned(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
         let (rlimits, mut limits) = rlimits(cfg, &creds);
 
         // On a hybrid host the run is born in its v2 cgroup (kill) but still
@@ -98,6 +109,7 @@ impl Sandbox {
         Ok(Sandbox {
             shared: Arc::new(Shared {
                 landlock,
+                landlock_read_only,
                 seccomp,
                 creds,
                 cap_last: supervisor.cap_last(),
