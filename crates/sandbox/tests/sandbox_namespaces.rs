@@ -16,6 +16,13 @@ use std::time::{Duration, Instant};
 use agent_exec_sandbox::{Namespaces, Sandbox, SandboxConfig};
 use common::*;
 
+/// A root outside the run's private scratch directories: a root beneath
+/// `/tmp` keeps the host's `/tmp` (its read-write rule would reach the
+/// root bound back beneath it), so these tests root their runs elsewhere.
+fn ns_root() -> Root {
+    root_in(Path::new("/var/lib/agent-exec-tests"))
+}
+
 fn require_root() {
     assert!(
         nix::unistd::Uid::effective().is_root(),
@@ -90,7 +97,7 @@ fn host_ns(kind: &str) -> String {
 
 #[test]
 fn the_summary_says_what_the_run_is_in() {
-    let r = root();
+    let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
     };
@@ -161,7 +168,7 @@ fn live_mount_namespaces() -> Vec<String> {
 
 #[test]
 fn private_tmp_files_are_the_runs_alone_and_gone_after_it() {
-    let r = root();
+    let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
     };
@@ -266,7 +273,7 @@ fn host_file(dir: &Path, content: &str) -> HostFile {
 
 #[test]
 fn the_hosts_tmp_files_are_not_there() {
-    let r = root();
+    let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
     };
@@ -281,7 +288,7 @@ fn the_hosts_tmp_files_are_not_there() {
 
 #[test]
 fn sockets_under_run_are_hidden_and_the_root_works() {
-    let r = root();
+    let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
     };
@@ -334,7 +341,7 @@ impl Drop for HomeDir {
 
 #[test]
 fn other_homes_and_roots_home_are_hidden() {
-    let r = root();
+    let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
     };
@@ -430,7 +437,7 @@ fn granted_paths_under_every_cover_keep_the_hosts_permissions() {
     if !require_kernel_feature("a /home directory", Path::new("/home").is_dir()) {
         return;
     }
-    let r = root();
+    let r = ns_root();
     // A granted directory under each hidden directory, and one under a
     // home only root may enter.
     let in_run = Planted::new(Path::new("/run"), 0o755);
@@ -491,7 +498,7 @@ fn has_key(listing: &str, key: i32) -> bool {
 
 #[test]
 fn the_hosts_sysv_objects_are_not_there() {
-    let r = root();
+    let r = ns_root();
     // Landlock grants no /proc beyond the run's own entries: the listing is
     // made readable so the run can look.
     let cfg = SandboxConfig {
@@ -592,7 +599,7 @@ fn without_cap_sys_admin() {
         return;
     }
     drop_cap_sys_admin();
-    let r = root();
+    let r = ns_root();
     let err = Sandbox::prepare(
         supervisor(),
         &with_namespaces(Namespaces::Required),

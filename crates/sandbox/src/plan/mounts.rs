@@ -16,7 +16,9 @@
 //! - A path the sandbox grants (the root, `read` and `write` paths, the
 //!   run's own directory) that lies beneath a covered directory is bound
 //!   back at its own path. A directory that a granted path equals or
-//!   contains is not covered at all: the grant wins.
+//!   contains is not covered at all: the grant wins. Neither is a scratch
+//!   directory with a granted path beneath it (a root under `/tmp`): its
+//!   read-write Landlock rule would reach the path bound back beneath it.
 
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
@@ -106,12 +108,24 @@ impl Layout {
                 continue;
             };
             let granted_over = granted.iter().any(|(g, _)| real.starts_with(g));
+            // A scratch directory gets a read-write Landlock rule, and
+            // Landlock judges a path by every directory above it, mount
+            // points included: a granted path bound back beneath it (a
+            // root under /tmp) would become writable in a read-only run.
+            // Such a scratch directory stays the host's.
+            let grants_beneath = scratch && granted.iter().any(|(g, _)| g.starts_with(&real));
             let overlaps = chosen
                 .iter()
                 .any(|(p, _)| real.starts_with(p) || p.starts_with(&real));
             let in_run_base = run_base.as_deref().is_some_and(|b| real.starts_with(b));
             let scratch_full = scratch && chosen.iter().filter(|(_, s)| *s).count() >= SCRATCH_MAX;
-            if real.is_dir() && !granted_over && !overlaps && !in_run_base && !scratch_full {
+            if real.is_dir()
+                && !granted_over
+                && !grants_beneath
+                && !overlaps
+                && !in_run_base
+                && !scratch_full
+            {
                 chosen.push((real, scratch));
             }
         }

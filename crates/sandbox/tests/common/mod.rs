@@ -56,9 +56,19 @@ pub struct Root {
 }
 
 pub fn root() -> Root {
+    root_in(&std::env::temp_dir())
+}
+
+/// As [`root`], made in `parent` (created 0755 when missing).
+pub fn root_in(parent: &Path) -> Root {
+    use std::os::unix::fs::PermissionsExt;
+    if !parent.exists() {
+        std::fs::create_dir_all(parent).unwrap();
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let dir = tempfile::Builder::new()
         .prefix("ae-sbx-root-")
-        .tempdir()
+        .tempdir_in(parent)
         .unwrap();
     let path = dir.path().canonicalize().unwrap();
     std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
