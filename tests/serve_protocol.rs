@@ -243,12 +243,7 @@ fn socat_drives_the_same_protocol() {
 
 #[test]
 fn python_reference_client_drives_a_session() {
-    if !have("python3") {
-        eprintln!("SKIPPED python_reference_client_drives_a_session: python3 is not installed");
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 must be installed in CI"
-        );
+    if !require_kernel_feature("python3", have("python3")) {
         return;
     }
     let fx = Fixture::new(&policy(""));

@@ -2,6 +2,13 @@
 //! temporary socket, a line-based client, and process-table probes.
 #![allow(dead_code)]
 
+/// The one rule for a test that needs a kernel feature, a privilege or a
+/// tool the host may lack: a failure under `CI`, a loud skip elsewhere.
+#[path = "../../crates/sandbox/tests/common/kernel.rs"]
+mod kernel;
+#[allow(unused_imports)]
+pub use kernel::require_kernel_feature;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;

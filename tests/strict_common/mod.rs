@@ -4,6 +4,13 @@
 
 #![allow(dead_code)]
 
+/// The one rule for a test that needs a kernel feature, a privilege or a
+/// tool the host may lack: a failure under `CI`, a loud skip elsewhere.
+#[path = "../../crates/sandbox/tests/common/kernel.rs"]
+mod kernel;
+#[allow(unused_imports)]
+pub use kernel::require_kernel_feature;
+
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
