@@ -101,32 +101,9 @@ fn sh(script: &str, mark: &str) -> Job {
     }
 }
 
-/// Live processes whose command line or environment contains `mark`
-/// (zombies have neither, so they do not count here).
-fn procs_with(mark: &str) -> Vec<i32> {
-    let me = std::process::id() as i32;
-    let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        for what in ["cmdline", "environ"] {
-            if let Ok(bytes) = std::fs::read(format!("/proc/{pid}/{what}"))
-                && bytes.windows(mark.len()).any(|w| w == mark.as_bytes())
-            {
-                found.push(pid);
-                break;
-            }
-        }
-    }
-    found
-}
+#[path = "../../tests/common/procs.rs"]
+mod procs;
+use procs::procs_with;
 
 /// The process's peak resident set size in KiB.
 fn vm_hwm_kib() -> u64 {

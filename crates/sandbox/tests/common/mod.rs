@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 mod kernel;
+mod procs;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -206,29 +207,5 @@ pub fn marker() -> String {
     )
 }
 
-/// Live processes whose command line or environment contains `mark`
-/// (zombies have neither, so they do not count here).
-pub fn procs_with(mark: &str) -> Vec<i32> {
-    let me = std::process::id() as i32;
-    let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        for what in ["cmdline", "environ"] {
-            if let Ok(bytes) = std::fs::read(format!("/proc/{pid}/{what}"))
-                && bytes.windows(mark.len()).any(|w| w == mark.as_bytes())
-            {
-                found.push(pid);
-                break;
-            }
-        }
-    }
-    found
-}
+#[allow(unused_imports)]
+pub use procs::procs_with;
