@@ -93,7 +93,10 @@ impl Service {
                 Err(Stop::Answer(Box::new(recorded)))
             }
             ReplayAnswer::Unrecorded if replay.may_run_live(call.decision.read_only) => Ok(()),
-            ReplayAnswer::Unrecorded => Err(Refusal::Unrecorded.into()),
+            ReplayAnswer::Unrecorded => Err(Refusal::Unrecorded {
+                args_hash: call.args_hash.to_string(),
+            }
+            .into()),
         }
     }
 

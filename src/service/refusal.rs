@@ -37,7 +37,7 @@ pub(crate) enum Refusal {
         reason: String,
     },
     /// Replay has no recording for the call and may not run it.
-    Unrecorded,
+    Unrecorded { args_hash: String },
     /// The idempotency key was used before with other arguments.
     KeyReuse { stored_args_hash: String },
     /// A call with the same idempotency key is still running.
@@ -111,11 +111,10 @@ impl Refusal {
                 r.approved = answer;
                 r
             }
-            Refusal::Unrecorded => ToolResult::refusal(
-                call_id,
-                ErrorType::UnrecordedCall,
-                "replay has no recorded result for this call, so nothing ran",
-            ),
+            // One wording for the replay's refusal, the replayer's own.
+            Refusal::Unrecorded { args_hash } => {
+                crate::trace::unrecorded_result(call_id, "run_shell", &args_hash)
+            }
             Refusal::KeyReuse { stored_args_hash } => ToolResult::refusal(
                 call_id,
                 ErrorType::InvalidArguments,

@@ -11,9 +11,6 @@ use crate::config::Layer;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
-    /// The kernel lacks a Landlock feature the configuration needs.
-    #[error("landlock unavailable: {0}")]
-    Landlock(String),
     /// A path a Landlock rule names could not be opened.
     #[error("landlock unavailable: opening {path}: {source}")]
     LandlockPath {
@@ -111,7 +108,7 @@ impl SandboxError {
     /// `run_dir`, `namespaces`, `setup`, or a required [`Layer`]'s name).
     pub fn layer(&self) -> &'static str {
         match self {
-            SandboxError::Landlock(_) | SandboxError::LandlockPath { .. } => "landlock",
+            SandboxError::LandlockPath { .. } => "landlock",
             SandboxError::Seccomp(_) => "seccomp",
             SandboxError::Required { layer, .. } => layer.name(),
             SandboxError::RootChildUnscoped { .. } => Layer::LandlockScopes.name(),
