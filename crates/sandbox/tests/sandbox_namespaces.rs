@@ -23,6 +23,24 @@ fn ns_root() -> Root {
     root_in(Path::new("/var/lib/agent-exec-tests"))
 }
 
+/// Namespace inode numbers are recycled as soon as a namespace dies, so a
+/// test that checks a run's namespace is gone must not share the host
+/// with tests making new ones: it takes this lock exclusively, every other
+/// test in this file shares it.
+static NS_CREATION: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    NS_CREATION
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    NS_CREATION
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn require_root() {
     assert!(
         nix::unistd::Uid::effective().is_root(),
@@ -97,6 +115,7 @@ fn host_ns(kind: &str) -> String {
 
 #[test]
 fn the_summary_says_what_the_run_is_in() {
+    let _serial = shared();
     let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
@@ -168,6 +187,7 @@ fn live_mount_namespaces() -> Vec<String> {
 
 #[test]
 fn private_tmp_files_are_the_runs_alone_and_gone_after_it() {
+    let _serial = exclusive();
     let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
@@ -273,6 +293,7 @@ fn host_file(dir: &Path, content: &str) -> HostFile {
 
 #[test]
 fn the_hosts_tmp_files_are_not_there() {
+    let _serial = shared();
     let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
@@ -288,6 +309,7 @@ fn the_hosts_tmp_files_are_not_there() {
 
 #[test]
 fn sockets_under_run_are_hidden_and_the_root_works() {
+    let _serial = shared();
     let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
@@ -341,6 +363,7 @@ impl Drop for HomeDir {
 
 #[test]
 fn other_homes_and_roots_home_are_hidden() {
+    let _serial = shared();
     let r = ns_root();
     let Some(sb) = isolated(&r.path, config()) else {
         return;
@@ -362,6 +385,7 @@ fn other_homes_and_roots_home_are_hidden() {
 
 #[test]
 fn a_root_under_home_keeps_working() {
+    let _serial = shared();
     require_root();
     let Some(home) = HomeDir::new(0o755) else {
         return;
@@ -433,6 +457,7 @@ impl Drop for Planted {
 
 #[test]
 fn granted_paths_under_every_cover_keep_the_hosts_permissions() {
+    let _serial = shared();
     require_root();
     if !require_kernel_feature("a /home directory", Path::new("/home").is_dir()) {
         return;
@@ -498,6 +523,7 @@ fn has_key(listing: &str, key: i32) -> bool {
 
 #[test]
 fn the_hosts_sysv_objects_are_not_there() {
+    let _serial = shared();
     let r = ns_root();
     // Landlock grants no /proc beyond the run's own entries: the listing is
     // made readable so the run can look.
@@ -595,6 +621,7 @@ fn drop_cap_sys_admin() {
 #[test]
 #[ignore = "run by the test below, in a child process"]
 fn without_cap_sys_admin() {
+    let _serial = shared();
     if std::env::var_os(NO_ADMIN_ENV).is_none() {
         return;
     }
@@ -635,6 +662,7 @@ fn without_cap_sys_admin() {
 
 #[test]
 fn required_fails_closed_without_cap_sys_admin() {
+    let _serial = shared();
     require_root();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
