@@ -79,6 +79,7 @@ use serde::{Deserialize, Serialize};
 // top of a decision) extend in that order; `awk` and `tools` (what
 // read-only programs may be given) are pure and used by `walk`; `load`
 // and `lint` build and inspect a `Policy`.
+mod amend;
 mod awk;
 mod builtins;
 mod engine;
@@ -95,6 +96,7 @@ mod verdict;
 mod walk;
 mod wrappers;
 
+pub use amend::{ApprovalsPolicy, DEFAULT_APPROVAL_TTL_SECS};
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
 pub use resolve::resolve_program;
@@ -585,6 +587,8 @@ pub struct Policy {
     pub daemon: DaemonPolicy,
     /// `[trace]`
     pub trace: TracePolicy,
+    /// `[approvals]`: who may approve, and for how long an approval holds.
+    pub approvals: ApprovalsPolicy,
     /// How shell features (substitutions, expansions, globs, nesting,
     /// assignments) are treated.
     pub shell: ShellPolicy,
@@ -595,6 +599,9 @@ pub struct Policy {
     /// Compiled rules and precomputed lookups. Private, so a `Policy` can
     /// only come out of `load`/`parse` and always has passed its examples.
     engine: engine::Engine,
+    /// The `[[example]]`s with their lines, kept so that an amendment is
+    /// checked against them too.
+    examples: std::sync::Arc<Vec<(usize, load::ExampleFile)>>,
 }
 
 /// What the engine does when a request uses a shell feature it can inspect.

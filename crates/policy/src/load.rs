@@ -13,8 +13,8 @@ use crate::error::{ExampleFailure, Issue, LineIndex, PolicyError, line_col, line
 use crate::resolve::normalize_lexically;
 use crate::rules::{LazyRegex, OptSpec, Rule, Writes};
 use crate::{
-    BudgetPolicy, CommandSpec, Context, DaemonPolicy, EnvPolicy, FeatureAction, Limits, Policy,
-    RiskLevel, SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
+    ApprovalsPolicy, BudgetPolicy, CommandSpec, Context, DaemonPolicy, EnvPolicy, FeatureAction,
+    Limits, Policy, RiskLevel, SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
 };
 
 /// Examples are decided against this root so they mean the same on every
@@ -43,6 +43,8 @@ struct PolicyFile {
     #[serde(default)]
     trace: TracePolicy,
     #[serde(default)]
+    approvals: ApprovalsPolicy,
+    #[serde(default)]
     shell: Option<Spanned<ShellPolicy>>,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RuleFile>>,
@@ -56,7 +58,7 @@ fn medium() -> RiskLevel {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RuleFile {
+pub(crate) struct RuleFile {
     id: Spanned<String>,
     action: Verdict,
     risk: RiskLevel,
@@ -87,9 +89,9 @@ struct RuleFile {
     writes: Writes,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ExampleFile {
+pub(crate) struct ExampleFile {
     command: String,
     decision: Verdict,
     #[serde(default)]
@@ -195,6 +197,13 @@ impl Policy {
             });
         }
 
+        if file.approvals.ttl_secs == 0 {
+            issues.push(Issue {
+                line: find_key_line(text, "ttl_secs"),
+                key: "approvals.ttl_secs".into(),
+                message: "must be at least 1 (seconds an approval holds)".into(),
+            });
+        }
         let rules = compile_rules(&lines, &file.rules, remembered, &mut issues);
         let Some(secret_names) = secret_names.filter(|_| issues.is_empty()) else {
             return Err(PolicyError::Invalid {
@@ -215,10 +224,17 @@ impl Policy {
             budget: file.budget,
             daemon: file.daemon,
             trace: file.trace,
+            approvals: file.approvals,
             shell,
             description: file.description,
             default_risk: file.default_risk,
             engine,
+            examples: std::sync::Arc::new(
+                file.examples
+                    .iter()
+                    .map(|e| (lines.line(e.span().start), e.get_ref().clone()))
+                    .collect(),
+            ),
         };
         policy.engine.example_count = file.examples.len();
         if remembered {
@@ -228,7 +244,7 @@ impl Policy {
             origin: origin.to_string(),
             issues,
         })?;
-        check_examples(&policy, &lines, origin, &file.examples)?;
+        check_examples(&policy, origin, &policy.examples)?;
         if let Some(m) = marker {
             remember(&m);
         }
@@ -236,7 +252,7 @@ impl Policy {
     }
 }
 
-fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
+pub(crate) fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
     let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
     let mut message = e.message().trim().to_string();
     if let Some(span) = e.span() {
@@ -266,7 +282,7 @@ fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
 
 /// Builds every regex now, so a full load refuses a pattern that parses but
 /// cannot be compiled (over the size limit) instead of failing closed later.
-fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
+pub(crate) fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
     let mut issues = Vec::new();
     for rule in rules {
         for (key, re) in [("pattern", &rule.pattern), ("args_regex", &rule.args_regex)] {
@@ -367,7 +383,7 @@ fn find_key_line(text: &str, key: &str) -> usize {
 
 /// `remembered`: these exact bytes passed a full load before, so the
 /// regexes' syntax is known good and is not parsed again.
-fn compile_rules(
+pub(crate) fn compile_rules(
     lines: &LineIndex,
     files: &[Spanned<RuleFile>],
     remembered: bool,
@@ -506,6 +522,7 @@ fn compile_rule(
         args_regex,
         pattern,
         line,
+        amendment: false,
     }
 }
 
@@ -598,17 +615,16 @@ fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
     }
 }
 
-fn check_examples(
+/// `examples` are `(line, example)` as the policy file has them.
+pub(crate) fn check_examples(
     policy: &Policy,
-    lines: &LineIndex,
     origin: &str,
-    examples: &[Spanned<ExampleFile>],
+    examples: &[(usize, ExampleFile)],
 ) -> Result<(), PolicyError> {
     let root = Path::new(EXAMPLE_ROOT);
     let mut failures = Vec::new();
-    for spanned in examples {
-        let ex = spanned.get_ref();
-        let line = lines.line(spanned.span().start);
+    for (line, ex) in examples {
+        let line = *line;
         let cwd = match &ex.cwd {
             Some(c) => normalize_lexically(root, Path::new(c)),
             None => root.to_path_buf(),

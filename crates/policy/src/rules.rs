@@ -104,6 +104,10 @@ pub(crate) struct Rule {
     pub args_regex: Option<LazyRegex>,
     pub pattern: Option<LazyRegex>,
     pub line: usize,
+    /// An allow rule a human added by approving a command (see
+    /// `amend.rs`): it outranks `require_approval` rules for what it
+    /// matches, never `deny`.
+    pub amendment: bool,
 }
 
 /// A policy regex, syntax-checked at load and compiled on first use: a CLI
@@ -272,6 +276,18 @@ impl Rule {
     }
 }
 
+/// How a rule weighs against the others that match: the strictest wins,
+/// except that a human's amendment (an allow rule added by approving a
+/// command) outranks the `require_approval` it answers. A deny still wins.
+fn rank(rule: &Rule) -> u8 {
+    match rule.action {
+        Verdict::Allow if rule.amendment => 2,
+        Verdict::Allow => 0,
+        Verdict::RequireApproval => 1,
+        Verdict::Deny => 3,
+    }
+}
+
 /// The rules, indexed for the walk.
 #[derive(Debug, Clone)]
 pub(crate) struct RuleSet {
@@ -358,7 +374,7 @@ impl RuleSet {
                 }
                 let better = match &best {
                     None => true,
-                    Some((b, bm)) => (rule.action, m.specificity) > (b.action, bm.specificity),
+                    Some((b, bm)) => (rank(rule), m.specificity) > (rank(b), bm.specificity),
                 };
                 if better {
                     best = Some((rule, m));
