@@ -182,6 +182,8 @@ fn realistic_result() -> ToolResult {
         decided_by: Some("cargo".to_string()),
         approval_required: false,
         approved: None,
+        approval_id: None,
+        approval_expires_at: None,
         env_scrubbed: vec![
             "AWS_SECRET_ACCESS_KEY".to_string(),
             "GITHUB_TOKEN".to_string(),

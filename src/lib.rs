@@ -58,6 +58,7 @@ pub use agent_exec_lexer as lexer;
 pub use agent_exec_policy as policy;
 pub use agent_exec_sandbox as sandbox;
 
+pub mod approvals;
 pub mod eval;
 pub mod request;
 pub mod result;

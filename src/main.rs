@@ -108,6 +108,10 @@ struct RunArgs {
     /// Session name for budgets and traces.
     #[arg(long, value_name = "NAME")]
     session: Option<String>,
+    /// Run under this approval (from an APPROVAL_REQUIRED result, once a
+    /// human approved it; with --state).
+    #[arg(long, value_name = "ID", requires = "state")]
+    approval_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -158,6 +162,12 @@ enum Command {
     },
     /// Run a task set against a policy and report per check.
     Eval(EvalArgs),
+    /// List the approvals waiting for a human (escaped for display).
+    Approvals(agent_exec::approvals::command::ListArgs),
+    /// Approve a pending approval; only the policy's approvers may.
+    Approve(agent_exec::approvals::command::ApproveArgs),
+    /// Reject a pending approval; only the policy's approvers may.
+    Reject(agent_exec::approvals::command::DecideArgs),
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +217,9 @@ fn main() -> ExitCode {
         }) => audit(&traces, json, retry_threshold),
         Some(Command::Replay { trace, color }) => story(&trace, &color),
         Some(Command::Eval(args)) => eval(args),
+        Some(Command::Approvals(a)) => agent_exec::approvals::command::list(&a),
+        Some(Command::Approve(a)) => agent_exec::approvals::command::approve(&a),
+        Some(Command::Reject(a)) => agent_exec::approvals::command::reject(&a),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -334,6 +347,7 @@ fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
     req.stdin = a.stdin.clone();
     req.session = a.session.clone();
     req.idempotency_key = a.idempotency_key.clone();
+    req.approval_id = a.approval_id.clone();
     let result = service.call(req, &CancelToken::new());
     if let Some(summary) = service.replay_summary()
         && format == Format::Human

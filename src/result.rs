@@ -39,6 +39,17 @@ pub enum ErrorType {
     /// The policy file is missing or invalid, so nothing can run.
     PolicyError,
     InternalError,
+    /// The request's `approval_id` names an approval nobody has decided yet.
+    ApprovalPending,
+    /// The human rejected the approval the request names.
+    ApprovalRejected,
+    /// The approval the request names lapsed before it was used.
+    ApprovalExpired,
+    /// The approval the request names was already used once.
+    ApprovalUsed,
+    /// The request differs from the one that was approved: arguments,
+    /// session, working directory or policy.
+    ApprovalMismatch,
 }
 
 impl ErrorType {
@@ -56,14 +67,19 @@ impl ErrorType {
             | ErrorType::Busy
             | ErrorType::PermissionDenied
             | ErrorType::SandboxViolation
-            | ErrorType::KilledBySignal => true,
+            | ErrorType::KilledBySignal
+            | ErrorType::ApprovalPending
+            | ErrorType::ApprovalMismatch => true,
             ErrorType::ApprovalRequired
             | ErrorType::SandboxUnavailable
             | ErrorType::BudgetExhausted
             | ErrorType::Cancelled
             | ErrorType::UnrecordedCall
             | ErrorType::PolicyError
-            | ErrorType::InternalError => false,
+            | ErrorType::InternalError
+            | ErrorType::ApprovalRejected
+            | ErrorType::ApprovalExpired
+            | ErrorType::ApprovalUsed => false,
         }
     }
 
@@ -80,7 +96,22 @@ impl ErrorType {
                 "The policy refuses this command. Do not retry it as is; use a path inside the project root or an allowed command instead."
             }
             ErrorType::ApprovalRequired => {
-                "A human must approve this command. Ask the user, or use an allowed alternative."
+                "A human must approve this command. When the result has an approval_id, ask the user to approve it (the message says how), then send the very same request again with that approval_id; otherwise use an allowed alternative."
+            }
+            ErrorType::ApprovalPending => {
+                "Nobody has decided on this approval yet. Ask the user to approve or reject it, then send the same request with the same approval_id again; do not send it in a loop."
+            }
+            ErrorType::ApprovalRejected => {
+                "The user rejected this command. Do not run it; choose another approach or ask the user what they want instead."
+            }
+            ErrorType::ApprovalExpired => {
+                "The approval lapsed. Send the request again without approval_id to get a new one, and ask the user to decide sooner."
+            }
+            ErrorType::ApprovalUsed => {
+                "An approval lets its command run once, and this one has run. To run the command again, send it without approval_id and ask the user for a new approval."
+            }
+            ErrorType::ApprovalMismatch => {
+                "The approval covers another request: resend exactly the approved command with the same cwd, stdin, limits and session, or send this request without approval_id to ask for a new approval."
             }
             ErrorType::CommandNotFound => {
                 "The program is not installed or not on the policy's PATH. Check the spelling or use another tool."
@@ -134,6 +165,11 @@ impl ErrorType {
             ErrorType::CommandTimeout => 124,
             ErrorType::PermissionDenied
             | ErrorType::ApprovalRequired
+            | ErrorType::ApprovalPending
+            | ErrorType::ApprovalRejected
+            | ErrorType::ApprovalExpired
+            | ErrorType::ApprovalUsed
+            | ErrorType::ApprovalMismatch
             | ErrorType::BudgetExhausted => 126,
             ErrorType::CommandNotFound => 127,
             _ => 125,
@@ -213,6 +249,14 @@ pub struct ToolResult {
     pub decided_by: Option<String>,
     pub approval_required: bool,
     pub approved: Option<bool>,
+    /// The approval a human may grant for this request (with
+    /// `APPROVAL_REQUIRED`), or the one it ran or was refused under. Send
+    /// it back with the very same request once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// When `approval_id` lapses (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_expires_at: Option<String>,
     /// Names, never values, of variables withheld from the child.
     pub env_scrubbed: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,6 +295,8 @@ impl ToolResult {
             decided_by: None,
             approval_required: false,
             approved: None,
+            approval_id: None,
+            approval_expires_at: None,
             env_scrubbed: Vec::new(),
             sandbox: None,
             duplicate: false,
@@ -337,7 +383,7 @@ impl ToolResult {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorType; 18] = [
+    const ALL: [ErrorType; 23] = [
         ErrorType::InvalidArguments,
         ErrorType::ParseError,
         ErrorType::PermissionDenied,
@@ -356,6 +402,11 @@ mod tests {
         ErrorType::UnrecordedCall,
         ErrorType::PolicyError,
         ErrorType::InternalError,
+        ErrorType::ApprovalPending,
+        ErrorType::ApprovalRejected,
+        ErrorType::ApprovalExpired,
+        ErrorType::ApprovalUsed,
+        ErrorType::ApprovalMismatch,
     ];
 
     #[test]

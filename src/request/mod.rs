@@ -19,6 +19,9 @@ pub struct RunRequest {
     pub output_chars: Option<usize>,
     pub session: Option<String>,
     pub idempotency_key: Option<String>,
+    /// An approval a human granted for this very request (from an earlier
+    /// `APPROVAL_REQUIRED` result): it runs once under it.
+    pub approval_id: Option<String>,
 }
 
 impl RunRequest {
@@ -32,6 +35,7 @@ impl RunRequest {
             output_chars: None,
             session: None,
             idempotency_key: None,
+            approval_id: None,
         }
     }
 
@@ -190,7 +194,14 @@ impl FieldError {
     }
 }
 
-const ENVELOPE_KEYS: &[&str] = &["id", "tool", "args", "session", "idempotency_key"];
+const ENVELOPE_KEYS: &[&str] = &[
+    "id",
+    "tool",
+    "args",
+    "session",
+    "idempotency_key",
+    "approval_id",
+];
 const RUN_SHELL_KEYS: &[&str] = &["command", "cwd", "timeout_ms", "stdin", "output_chars"];
 
 /// Validates one request line (without its trailing newline).
@@ -276,6 +287,10 @@ fn parse_envelope(
             limits.max_key_chars,
         )?;
     }
+    let approval_id = opt_string(obj, "approval_id", "approval_id")?;
+    if let Some(a) = &approval_id {
+        check_token(a, "approval_id", 8, 128)?;
+    }
     match tool {
         "describe" => {
             match obj.get("args") {
@@ -304,6 +319,7 @@ fn parse_envelope(
             let mut req = parse_run_shell(args, limits)?;
             req.session = session;
             req.idempotency_key = key;
+            req.approval_id = approval_id;
             Ok(ToolCall::RunShell(req))
         }
         other => Err(FieldError::new(
@@ -360,6 +376,7 @@ fn parse_run_shell(
         output_chars,
         session: None,
         idempotency_key: None,
+        approval_id: None,
     })
 }
 

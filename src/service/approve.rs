@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use super::terminal::visible;
 use crate::policy::Decision;
 use crate::request::CommandSpec;
 
@@ -46,17 +45,14 @@ impl ApprovalRequest<'_> {
 
     /// What [`TtyApprover`] writes to the terminal: the risk, rule, reason
     /// and command on lines of their own, every control, bidi and
-    /// invisible character in them escaped (see [`visible`]), so the
-    /// command shown is the command that runs; then the question, whose
-    /// default is no.
+    /// invisible character in them escaped, as every approval is shown
+    /// (see [`crate::approvals::render`]); then the question, whose default
+    /// is no.
     pub fn prompt(&self) -> String {
         let d = self.decision;
         format!(
-            "agent-exec: approval required ({:?} risk, rule {}): {}\n  command: {}\nRun it? [y/N] ",
-            d.risk,
-            visible(&d.rule),
-            visible(&d.reason),
-            visible(&self.command_line())
+            "{}\nRun it? [y/N] ",
+            crate::approvals::render(d.risk, &d.rule, &d.reason, &self.command_line())
         )
     }
 }

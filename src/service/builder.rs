@@ -9,7 +9,8 @@ use super::approve::{Approver, NeverApprover};
 use super::check::Checker;
 use super::invocation::{BaseEnv, find_shell};
 use super::schema::tool_schema_sha256;
-use super::{Replay, Service};
+use super::{ApprovalHome, Replay, Service};
+use crate::approvals::LiveAmendments;
 use crate::policy::{Enforcement, Namespaces, Policy, RequirePolicy, Requirement, SandboxPolicy};
 use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{Budgets, SqliteStore, StateStore, StoreError};
@@ -38,6 +39,12 @@ pub enum ServiceError {
     /// The recording to replay could not be loaded (or does not match).
     #[error("replay {path}: {source}")]
     Replay { path: PathBuf, source: TraceError },
+    /// The state directory is inside the project root, where the commands
+    /// run could rewrite approvals, amendments and idempotency records.
+    #[error(
+        "state directory {state} is inside the project root {root}: commands could rewrite the approvals and policy amendments kept there; use a directory outside the root"
+    )]
+    StateInsideRoot { state: PathBuf, root: PathBuf },
 }
 
 /// Where the service's trace goes.
@@ -101,8 +108,11 @@ impl ServiceBuilder {
         }
     }
 
-    /// Keep idempotency keys and session budgets in `state.db` under `dir`
-    /// (created when missing), so they survive restarts.
+    /// Keep idempotency keys, session budgets and pending approvals in
+    /// `state.db` under `dir` (created private to this uid when missing),
+    /// so they survive restarts; decide under the policy amended by the
+    /// rules humans saved there (see `crate::approvals`). The directory
+    /// must be outside the project root.
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state = Some(StoreTarget::Dir(dir.into()));
         self
@@ -202,15 +212,31 @@ impl ServiceBuilder {
         };
         // The one place a service's sandbox is prepared.
         let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&self.policy.sandbox), &root)?;
-        let store: Option<Arc<dyn StateStore>> = match self.state {
-            Some(StoreTarget::Dir(dir)) => Some(Arc::new(SqliteStore::open(&dir)?)),
-            Some(StoreTarget::Store(s)) => Some(s),
-            None => None,
+        let (store, approvals): (Option<Arc<dyn StateStore>>, _) = match self.state {
+            Some(StoreTarget::Dir(dir)) => {
+                let sqlite = Arc::new(SqliteStore::open(&dir)?);
+                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                if dir.starts_with(&root) {
+                    return Err(ServiceError::StateInsideRoot { state: dir, root });
+                }
+                (
+                    Some(sqlite.clone()),
+                    Some(ApprovalHome { store: sqlite, dir }),
+                )
+            }
+            Some(StoreTarget::Store(s)) => (Some(s), None),
+            None => (None, None),
         };
         let base_env = BaseEnv::from_policy(&self.policy);
         let budgets = Budgets::per_uid_sessions(&self.policy.budget, self.uid_budget_sessions);
         let policy = Arc::new(self.policy);
+        // The human's amendments live next to the approvals they came from.
+        let amendments = approvals.as_ref().map(|home| {
+            LiveAmendments::new(crate::approvals::amendments_path(&home.dir), policy.clone())
+        });
         Ok(Service {
+            approvals,
+            amendments,
             checker: Checker::new(policy.clone(), root),
             policy,
             sandbox,

@@ -36,14 +36,23 @@ impl Checker {
     }
 
     pub(crate) fn stages(&self, req: &RunRequest) -> Result<Checked, Refusal> {
-        validate(req, &self.policy.limits)?;
+        self.stages_under(&self.policy, req)
+    }
+
+    /// [`stages`](Self::stages) deciding under `policy` (the checker's
+    /// own, amended).
+    pub(crate) fn stages_under(
+        &self,
+        policy: &Policy,
+        req: &RunRequest,
+    ) -> Result<Checked, Refusal> {
+        validate(req, &policy.limits)?;
         let cwd = resolve_cwd(&self.root, req.cwd.as_deref())?;
         let ctx = Context {
             root: &self.root,
             cwd: &cwd,
         };
-        let decision = self
-            .policy
+        let decision = policy
             .decide(&req.command, &ctx)
             .map_err(|e| Refusal::Parse {
                 at: e.position(),

@@ -1,14 +1,13 @@
 //! Stage 4: everything between the policy's decision and a run. In order:
-//! replay (a recorded answer, or a refusal to run live), approval (asked
-//! only for `require_approval`), the verdict itself, then for mutating
-//! calls the idempotency key and the session budget.
+//! replay (a recorded answer, or a refusal to run live), approval (only
+//! for `require_approval`, see `pending.rs`), the verdict itself, then for
+//! mutating calls the idempotency key and the session budget.
 
 use std::path::Path;
 
 use super::Service;
-use super::approve::ApprovalRequest;
 use super::refusal::Refusal;
-use crate::policy::{Decision, Verdict};
+use crate::policy::{Decision, Policy, Verdict};
 use crate::request::{RunRequest, SessionId};
 use crate::result::ToolResult;
 use crate::store::Begin;
@@ -22,6 +21,8 @@ pub(crate) struct GateCall<'a> {
     pub(crate) args_hash: &'a str,
     pub(crate) cwd: &'a Path,
     pub(crate) decision: &'a Decision,
+    /// The policy the decision was made under (amendments included).
+    pub(crate) policy: &'a Policy,
 }
 
 /// A call the gate let through.
@@ -32,6 +33,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) mutating: bool,
     /// The idempotency key this call reserved and must settle.
     pub(crate) reserved: Option<&'a str>,
+    /// The out-of-band approval the call runs under.
+    pub(crate) approval_id: Option<String>,
 }
 
 /// Why the gate stopped a call.
@@ -59,9 +62,13 @@ impl Service {
     pub(super) fn gate<'a>(&self, call: &GateCall<'a>) -> Result<Pass<'a>, Stop<'a>> {
         // Replay answers before anything can be asked or run.
         self.replay_gate(call)?;
-        let (asked, approved) = self.ask_approval(call);
+        let answer = self.approval_step(call);
+        let (asked, approved) = (answer.asked, answer.approved);
         if let Some(t) = &self.trace {
             t.policy_decision(call.call_id, call.session, call.decision, asked, approved);
+        }
+        if let Some(refusal) = answer.refusal {
+            return Err(refusal.into());
         }
         verdict_gate(call.decision, asked, approved)?;
         let mutating = !call.decision.read_only;
@@ -77,6 +84,7 @@ impl Service {
             approved,
             mutating,
             reserved,
+            approval_id: answer.approval_id,
         })
     }
 
@@ -98,28 +106,6 @@ impl Service {
             }
             .into()),
         }
-    }
-
-    /// `(asked, answer)`: the approver is consulted only for
-    /// `require_approval`.
-    fn ask_approval(&self, call: &GateCall<'_>) -> (bool, Option<bool>) {
-        if call.decision.verdict != Verdict::RequireApproval {
-            return (false, None);
-        }
-        // The human approves the command as it will run: with any flag
-        // the policy adds. One that does not fit is not asked about (and
-        // would not run).
-        let Some(command) = call.decision.command_to_run(&call.req.command) else {
-            return (false, None);
-        };
-        let request = ApprovalRequest {
-            call_id: call.call_id,
-            session: call.req.session.as_deref(),
-            command: &command,
-            cwd: call.cwd,
-            decision: call.decision,
-        };
-        self.approver.approve(&request).recorded()
     }
 
     /// Reserves the call's idempotency key, or answers from it. A mutating

@@ -26,6 +26,7 @@ mod gate;
 mod ids;
 mod invocation;
 mod outcome;
+mod pending;
 mod refusal;
 mod schema;
 pub mod terminal;
@@ -59,6 +60,12 @@ use invocation::BaseEnv;
 use outcome::RunContext;
 
 /// Where results come from instead of running, when replaying a recording.
+/// Where a service keeps approvals: its state store and directory.
+pub(crate) struct ApprovalHome {
+    pub(crate) store: Arc<crate::store::SqliteStore>,
+    pub(crate) dir: std::path::PathBuf,
+}
+
 pub(crate) struct Replay {
     pub(crate) replayer: Replayer,
     /// Lenient replay may run unrecorded calls that only read; writes only
@@ -90,6 +97,11 @@ pub struct Service {
     base_env: BaseEnv,
     /// bash, for requests that need a shell; None when the host has none.
     shell: Option<CString>,
+    /// Out-of-band approvals, with a state directory.
+    approvals: Option<ApprovalHome>,
+    /// The policy with the amendments humans saved, when there is a state
+    /// directory.
+    amendments: Option<crate::approvals::LiveAmendments>,
 }
 
 impl Service {
@@ -136,7 +148,8 @@ impl Service {
         args_hash: &str,
         cancel: &CancelToken,
     ) -> ToolResult {
-        let checked = match self.checker.stages(req) {
+        let policy = self.decision_policy();
+        let checked = match self.checker.stages_under(&policy, req) {
             Ok(c) => c,
             Err(refusal) => return refusal.into_result(call_id, None),
         };
@@ -148,6 +161,7 @@ impl Service {
             args_hash,
             cwd: &checked.cwd,
             decision,
+            policy: &policy,
         };
         let pass = match self.gate(&call) {
             Ok(p) => p,
@@ -175,6 +189,9 @@ impl Service {
             Err(refusal) => refusal.into_result(call_id, Some(decision)),
         };
         result.approved = pass.approved;
+        if let Some(id) = &pass.approval_id {
+            result.approval_id = Some(id.clone());
+        }
         self.settle(&pass, session, args_hash, &result);
         result
     }
@@ -206,9 +223,22 @@ impl Service {
     }
 
     /// The policy's decision for `req` without running anything: the
-    /// first stages of [`call`](Service::call). See [`Checker::check`].
+    /// first stages of [`call`](Service::call), under the policy as
+    /// amended now. See [`Checker::check`].
     pub fn check(&self, req: &RunRequest) -> Result<crate::policy::Decision, Box<ToolResult>> {
-        self.checker.check(req)
+        self.checker
+            .stages_under(&self.decision_policy(), req)
+            .map(|c| c.decision)
+            .map_err(|r| Box::new(r.into_result(&next_call_id(), None)))
+    }
+
+    /// The policy decisions are made under: the service's, with the
+    /// amendments saved in the state directory as they are now.
+    pub fn decision_policy(&self) -> Arc<Policy> {
+        match &self.amendments {
+            Some(a) => a.policy(),
+            None => self.policy.clone(),
+        }
     }
 
     pub fn policy(&self) -> &Policy {

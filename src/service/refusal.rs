@@ -36,6 +36,19 @@ pub(crate) enum Refusal {
         answer: Option<bool>,
         reason: String,
     },
+    /// The command needs a human's approval: one was recorded pending,
+    /// for a human to decide out of band.
+    ApprovalRequested {
+        id: String,
+        expires_ms: u64,
+        reason: String,
+        state_dir: PathBuf,
+    },
+    /// The request named an approval it may not run under.
+    ApprovalRefused {
+        id: String,
+        why: crate::approvals::UseRefusal,
+    },
     /// Replay has no recording for the call and may not run it.
     Unrecorded { args_hash: String },
     /// The idempotency key was used before with other arguments.
@@ -111,6 +124,26 @@ impl Refusal {
                 r.approved = answer;
                 r
             }
+            Refusal::ApprovalRequested {
+                id,
+                expires_ms,
+                reason,
+                state_dir,
+            } => {
+                let expires = crate::trace::time::rfc3339(expires_ms);
+                let mut r = ToolResult::refusal(
+                    call_id,
+                    ErrorType::ApprovalRequired,
+                    format!(
+                        "this command needs a human's approval ({reason}). Approval {id} is pending until {expires}: a human can approve it with `agent-exec approve --state {} {id}` (or reject it). Once approved, send the very same request again with \"approval_id\": \"{id}\"; it then runs once.",
+                        state_dir.display()
+                    ),
+                );
+                r.approval_id = Some(id);
+                r.approval_expires_at = Some(expires);
+                r
+            }
+            Refusal::ApprovalRefused { id, why } => approval_refused(call_id, id, why),
             // One wording for the replay's refusal, the replayer's own.
             Refusal::Unrecorded { args_hash } => {
                 crate::trace::unrecorded_result(call_id, "run_shell", &args_hash)
@@ -157,6 +190,77 @@ impl Refusal {
         }
         r
     }
+}
+
+impl Refusal {
+    /// The error type's wire name, for traces.
+    pub(crate) fn error_name(&self) -> &'static str {
+        use crate::approvals::UseRefusal as U;
+        match self {
+            Refusal::ApprovalRefused { why, .. } => match why {
+                U::Unknown => "INVALID_ARGUMENTS",
+                U::Pending { .. } => "APPROVAL_PENDING",
+                U::Rejected { .. } => "APPROVAL_REJECTED",
+                U::Expired { .. } => "APPROVAL_EXPIRED",
+                U::Used { .. } => "APPROVAL_USED",
+                U::Mismatch { .. } => "APPROVAL_MISMATCH",
+            },
+            _ => "REFUSED",
+        }
+    }
+}
+
+/// Why a request may not run under the approval it names, as a result.
+fn approval_refused(call_id: &str, id: String, why: crate::approvals::UseRefusal) -> ToolResult {
+    use crate::approvals::UseRefusal as U;
+    let at = crate::trace::time::rfc3339;
+    let (kind, message) = match why {
+        U::Unknown => (
+            ErrorType::InvalidArguments,
+            format!(
+                "approval_id: no approval has the id {id}; send the request without approval_id to ask for one"
+            ),
+        ),
+        U::Pending { expires_ms } => (
+            ErrorType::ApprovalPending,
+            format!(
+                "approval {id} has not been decided yet; it lapses at {}",
+                at(expires_ms)
+            ),
+        ),
+        U::Rejected { by } => (
+            ErrorType::ApprovalRejected,
+            match by {
+                Some(uid) => {
+                    format!("a human (uid {uid}) rejected approval {id}; the command did not run")
+                }
+                None => format!("approval {id} was rejected; the command did not run"),
+            },
+        ),
+        U::Expired { expires_ms } => (
+            ErrorType::ApprovalExpired,
+            format!(
+                "approval {id} lapsed at {}; the command did not run",
+                at(expires_ms)
+            ),
+        ),
+        U::Used { by_call } => (
+            ErrorType::ApprovalUsed,
+            format!(
+                "approval {id} was already used (by call {}); an approval runs its command once",
+                by_call.as_deref().unwrap_or("unknown")
+            ),
+        ),
+        U::Mismatch { what } => (
+            ErrorType::ApprovalMismatch,
+            format!(
+                "approval {id} was given for another request: the {what} differ from what was approved; nothing ran"
+            ),
+        ),
+    };
+    let mut r = ToolResult::refusal(call_id, kind, message);
+    r.approval_id = Some(id);
+    r
 }
 
 /// Copies the policy's verdict, rule, risk and reason into a result. The

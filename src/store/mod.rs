@@ -210,7 +210,17 @@ impl SqliteStore {
             path: state_dir.to_path_buf(),
             source,
         };
-        std::fs::create_dir_all(state_dir).map_err(dir_err)?;
+        // Private to the supervisor's uid: the directory holds pending
+        // approvals and the amendments a human saved, which no other uid
+        // may read or change.
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(dir_err)?;
+        }
         // SQLite opens lazily and would report an unwritable directory only on
         // the first write, as a vague "unable to open database"; probing
         // first gives the operator the real cause at start.
@@ -223,6 +233,18 @@ impl SqliteStore {
             path: path.clone(),
             source,
         };
+        if !path.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Created 0600 before SQLite sees it: its journal files take
+            // the database's mode.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map_err(dir_err)?;
+        }
         let mut conn = Connection::open(&path).map_err(open_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(open_err)?;
@@ -234,6 +256,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.execute_batch(approvals::SCHEMA).map_err(open_err)?;
         migrate(&mut conn).map_err(open_err)?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
@@ -596,5 +619,6 @@ fn start_time(pid: i64) -> Option<i64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
+mod approvals;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::approval::{ApprovalAction, RecordedApproval};
 use super::event::{Event, RecordedCall, RecordedDecision, RecordedResult, read_trace};
 use crate::policy::Verdict;
 
@@ -48,6 +49,14 @@ pub enum IssueKind {
     DeadlineMiss,
     RefusalWithoutReason,
     RefusedButExecuted,
+    /// One approval let more than one call run.
+    ApprovalUsedTwice,
+    /// A call ran under an approval a human rejected, or a call refused
+    /// for its approval has the result of a run.
+    RefusedApprovalRan,
+    /// An approval decided or used that no call in the traces asked for,
+    /// or used by a call the traces do not have.
+    ApprovalWithoutCall,
 }
 
 impl IssueKind {
@@ -66,6 +75,9 @@ impl IssueKind {
             IssueKind::DeadlineMiss => "deadline_miss",
             IssueKind::RefusalWithoutReason => "refusal_without_reason",
             IssueKind::RefusedButExecuted => "refused_but_executed",
+            IssueKind::ApprovalUsedTwice => "approval_used_twice",
+            IssueKind::RefusedApprovalRan => "refused_approval_ran",
+            IssueKind::ApprovalWithoutCall => "approval_without_call",
         }
     }
 }
@@ -157,6 +169,7 @@ pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
     index.report_extra_events(&mut report, paths);
     let storms = index.check_calls(&mut report, paths, opts);
     index.report_unmatched(&mut report, paths);
+    index.check_approvals(&mut report, paths);
     report_storms(&mut report, storms, paths, opts);
     report
         .issues
@@ -174,6 +187,7 @@ struct Index {
     /// Decisions and results beyond the first for a call id.
     extra_decisions: Vec<Located<RecordedDecision>>,
     extra_results: Vec<Located<Box<RecordedResult>>>,
+    approvals: Vec<Located<RecordedApproval>>,
 }
 
 impl Index {
@@ -205,6 +219,7 @@ impl Index {
             report.events += 1;
             match event {
                 Event::Header(_) | Event::Other(_) => {}
+                Event::Approval(ev) => self.approvals.push(Located { file: fi, line, ev }),
                 Event::Call(ev) => self.calls.push(Located { file: fi, line, ev }),
                 Event::Decision(ev) => {
                     report.decisions += 1;
@@ -339,6 +354,89 @@ impl Index {
     }
 }
 
+impl Index {
+    /// Approvals across all files, by id: used at most once, never after
+    /// a rejection, and only by calls that asked for one.
+    fn check_approvals(&self, report: &mut AuditReport, paths: &[PathBuf]) {
+        let calls: std::collections::HashSet<&str> =
+            self.calls.iter().map(|c| c.ev.call_id.as_str()).collect();
+        let mut by_id: BTreeMap<&str, Vec<&Located<RecordedApproval>>> = BTreeMap::new();
+        for a in &self.approvals {
+            by_id.entry(a.ev.approval_id.as_str()).or_default().push(a);
+        }
+        for (id, steps) in by_id {
+            let has = |action| steps.iter().any(|a| a.ev.action == action);
+            let requested = has(ApprovalAction::Requested);
+            let rejected = has(ApprovalAction::Rejected);
+            let mut uses = 0;
+            for a in &steps {
+                let at = (&paths[a.file], Some(a.line), a.ev.call_id.as_deref());
+                let issue = |report: &mut AuditReport, kind, message: String| {
+                    push(report, kind, at.0, at.1, at.2, message);
+                };
+                match a.ev.action {
+                    ApprovalAction::Used => {
+                        uses += 1;
+                        if uses == 2 {
+                            issue(
+                                report,
+                                IssueKind::ApprovalUsedTwice,
+                                format!(
+                                    "approval {id} let a second call run (an approval runs its command once)"
+                                ),
+                            );
+                        }
+                        if rejected {
+                            issue(
+                                report,
+                                IssueKind::RefusedApprovalRan,
+                                format!("a call ran under approval {id}, which a human rejected"),
+                            );
+                        }
+                        if a.ev.call_id.as_deref().is_none_or(|c| !calls.contains(c)) {
+                            issue(
+                                report,
+                                IssueKind::ApprovalWithoutCall,
+                                format!("approval {id} was used by a call that is in no trace"),
+                            );
+                        }
+                    }
+                    ApprovalAction::Refused => {
+                        let ran =
+                            a.ev.call_id
+                                .as_deref()
+                                .and_then(|c| self.results.get(c))
+                                .is_some_and(|r| r.ev.status == "ok" || r.ev.exit_code.is_some());
+                        if ran {
+                            issue(
+                                report,
+                                IssueKind::RefusedApprovalRan,
+                                format!("a call refused for approval {id} has the result of a run"),
+                            );
+                        }
+                    }
+                    ApprovalAction::Approved
+                    | ApprovalAction::Rejected
+                    | ApprovalAction::Amended
+                        if !requested =>
+                    {
+                        issue(
+                            report,
+                            IssueKind::ApprovalWithoutCall,
+                            format!(
+                                "approval {id} was {} by uid {} but no call in the traces asked for it",
+                                format!("{:?}", a.ev.action).to_lowercase(),
+                                a.ev.uid
+                            ),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
 /// A trace starts with its header; an empty file is a finding too, unless
 /// its lines were all reported as damaged already.
 fn check_header(report: &mut AuditReport, path: &Path, trace: &super::event::TraceFile) {
@@ -452,7 +550,15 @@ fn check_refusal(
     let by_result = result.is_some_and(|r| {
         matches!(
             r.ev.error_type.as_deref(),
-            Some("PERMISSION_DENIED") | Some("APPROVAL_REQUIRED")
+            Some(
+                "PERMISSION_DENIED"
+                    | "APPROVAL_REQUIRED"
+                    | "APPROVAL_PENDING"
+                    | "APPROVAL_REJECTED"
+                    | "APPROVAL_EXPIRED"
+                    | "APPROVAL_USED"
+                    | "APPROVAL_MISMATCH"
+            )
         )
     });
     if !(by_decision || by_result) {

@@ -225,6 +225,8 @@ pub enum Event {
     Call(RecordedCall),
     Decision(RecordedDecision),
     Result(Box<RecordedResult>),
+    /// A step of an out-of-band approval.
+    Approval(super::approval::RecordedApproval),
     /// A well-formed line of a kind this version does not know.
     Other(String),
 }
@@ -243,6 +245,9 @@ pub fn parse_line(line: &str) -> Result<Event, String> {
         EVENT_TOOL_CALL => Event::Call(serde_json::from_value(value).map_err(bad)?),
         EVENT_POLICY_DECISION => Event::Decision(serde_json::from_value(value).map_err(bad)?),
         EVENT_TOOL_RESULT => Event::Result(Box::new(serde_json::from_value(value).map_err(bad)?)),
+        super::approval::EVENT_APPROVAL => {
+            Event::Approval(serde_json::from_value(value).map_err(bad)?)
+        }
         _ => Event::Other(kind),
     })
 }

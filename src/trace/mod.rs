@@ -14,19 +14,21 @@
 //! readable story, [`Replayer`] serves recorded results, [`read_trace`]
 //! parses one. The format is documented in `docs/trace.md`.
 
+mod approval;
 mod audit;
 mod event;
 mod redact;
 mod replay;
 mod sink;
 mod story;
-mod time;
+pub(crate) mod time;
 mod writer;
 
 use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+pub use approval::{ApprovalAction, ApprovalEvent, EVENT_APPROVAL, RecordedApproval};
 pub use audit::{AuditOptions, AuditReport, Issue, IssueKind, audit};
 pub use event::{
     Event, LineProblem, RecordedCall, RecordedDecision, RecordedHeader, RecordedResult,

@@ -180,7 +180,7 @@ impl Replayer {
                             results.insert(r.call_id, full);
                         }
                     }
-                    Event::Decision(_) | Event::Other(_) => {}
+                    Event::Decision(_) | Event::Approval(_) | Event::Other(_) => {}
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::approval::ApprovalEvent;
 use super::writer::{TraceDir, Tracer};
 use crate::policy::Decision;
 use crate::request::SessionId;
@@ -41,6 +42,12 @@ pub trait TraceSink: Send + Sync {
 
     /// The call's one answer.
     fn tool_result(&self, call_id: &str, session: &SessionId, result: &ToolResult);
+
+    /// A step of an out-of-band approval of `session` (see
+    /// [`ApprovalEvent`]). Sinks that keep no approvals ignore it.
+    fn approval(&self, session: &SessionId, event: &ApprovalEvent) {
+        let _ = (session, event);
+    }
 }
 
 impl TraceSink for Tracer {
@@ -68,6 +75,10 @@ impl TraceSink for Tracer {
 
     fn tool_result(&self, call_id: &str, _session: &SessionId, result: &ToolResult) {
         Tracer::tool_result(self, call_id, result);
+    }
+
+    fn approval(&self, _session: &SessionId, event: &ApprovalEvent) {
+        Tracer::approval(self, event);
     }
 }
 
@@ -104,6 +115,12 @@ impl TraceSink for TraceDir {
     fn tool_result(&self, call_id: &str, session: &SessionId, result: &ToolResult) {
         if let Some(t) = self.session_tracer(session) {
             t.tool_result(call_id, result);
+        }
+    }
+
+    fn approval(&self, session: &SessionId, event: &ApprovalEvent) {
+        if let Some(t) = self.session_tracer(session) {
+            t.approval(event);
         }
     }
 }

@@ -70,6 +70,20 @@ pub fn story(path: &Path, out: &mut dyn Write, color: bool) -> Result<(), TraceE
                 Event::Call(c) => teller.call(&c)?,
                 Event::Decision(d) => teller.decision(&d)?,
                 Event::Result(r) => teller.result(&r)?,
+                Event::Approval(a) => {
+                    // Approval ids and rules are client-influenced text.
+                    let text = format!(
+                        "   approval {} {:?} by uid {}{}",
+                        crate::service::terminal::visible(&a.approval_id),
+                        a.action,
+                        a.uid,
+                        a.detail
+                            .as_deref()
+                            .map(|d| format!(" ({})", crate::service::terminal::visible(d)))
+                            .unwrap_or_default()
+                    );
+                    teller.line(teller.s.dim(&text))?;
+                }
                 Event::Other(kind) => {
                     let text = teller.s.dim(&format!("   (line {line}: {kind} event)"));
                     teller.line(text)?;

@@ -217,6 +217,19 @@ impl Tracer {
         self.emit(&line);
     }
 
+    /// Records a step of an out-of-band approval. The event holds no
+    /// arguments, only their hash, so there is nothing to redact.
+    pub fn approval(&self, event: &super::approval::ApprovalEvent) {
+        let ts_ms = now_unix_ms();
+        let ts = rfc3339(ts_ms);
+        self.emit(&super::approval::ApprovalLine {
+            event: super::approval::EVENT_APPROVAL,
+            ts: &ts,
+            ts_unix_ms: ts_ms,
+            approval: event,
+        });
+    }
+
     /// Whether results are stored whole (replayable).
     pub fn record_full(&self) -> bool {
         self.record_full
