@@ -220,6 +220,14 @@ impl SqliteStore {
                 .mode(0o700)
                 .create(state_dir)
                 .map_err(dir_err)?;
+            // A directory made earlier (by the trace writer, or by hand)
+            // is made private too, when it is ours to change.
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let meta = std::fs::metadata(state_dir).map_err(dir_err)?;
+            if meta.mode() & 0o077 != 0 && meta.uid() == nix::unistd::geteuid().as_raw() {
+                std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(dir_err)?;
+            }
         }
         // SQLite opens lazily and would report an unwritable directory only on
         // the first write, as a vague "unable to open database"; probing
