@@ -59,6 +59,7 @@ pub use agent_exec_policy as policy;
 pub use agent_exec_sandbox as sandbox;
 
 pub mod approvals;
+pub mod approve_cli;
 pub mod eval;
 pub mod request;
 pub mod result;

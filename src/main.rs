@@ -163,11 +163,11 @@ enum Command {
     /// Run a task set against a policy and report per check.
     Eval(EvalArgs),
     /// List the approvals waiting for a human (escaped for display).
-    Approvals(agent_exec::approvals::command::ListArgs),
+    Approvals(agent_exec::approve_cli::ListArgs),
     /// Approve a pending approval; only the policy's approvers may.
-    Approve(agent_exec::approvals::command::ApproveArgs),
+    Approve(agent_exec::approve_cli::ApproveArgs),
     /// Reject a pending approval; only the policy's approvers may.
-    Reject(agent_exec::approvals::command::DecideArgs),
+    Reject(agent_exec::approve_cli::DecideArgs),
 }
 
 #[derive(Args, Debug)]
@@ -217,9 +217,9 @@ fn main() -> ExitCode {
         }) => audit(&traces, json, retry_threshold),
         Some(Command::Replay { trace, color }) => story(&trace, &color),
         Some(Command::Eval(args)) => eval(args),
-        Some(Command::Approvals(a)) => agent_exec::approvals::command::list(&a),
-        Some(Command::Approve(a)) => agent_exec::approvals::command::approve(&a),
-        Some(Command::Reject(a)) => agent_exec::approvals::command::reject(&a),
+        Some(Command::Approvals(a)) => agent_exec::approve_cli::list(&a),
+        Some(Command::Approve(a)) => agent_exec::approve_cli::approve(&a),
+        Some(Command::Reject(a)) => agent_exec::approve_cli::reject(&a),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -17,15 +17,12 @@
 //! default the supervisor's own uid and root). The caller's uid is the
 //! kernel's: the process's real uid, and the state directory is private
 //! to the supervisor's uid (mode 0700), so no other uid reaches the store
-//! at all; see [`command`] for the checks.
+//! at all; see `crate::approve_cli` for the checks.
 
-pub mod command;
 mod overlay;
-mod render;
 
-pub(crate) use overlay::LiveAmendments;
 pub use overlay::{AMENDMENTS_FILE, Amendment, amendment_for, amendments_path};
-pub use render::render;
+pub(crate) use overlay::{LiveAmendments, appended, save};
 
 use serde::{Deserialize, Serialize};
 

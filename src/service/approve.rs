@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::policy::Decision;
+use super::terminal::visible;
+use crate::policy::{Decision, RiskLevel};
 use crate::request::CommandSpec;
 
 /// Answers the policy's `require_approval` verdicts, one call at a time.
@@ -46,15 +47,26 @@ impl ApprovalRequest<'_> {
     /// What [`TtyApprover`] writes to the terminal: the risk, rule, reason
     /// and command on lines of their own, every control, bidi and
     /// invisible character in them escaped, as every approval is shown
-    /// (see [`crate::approvals::render`]); then the question, whose default
-    /// is no.
+    /// (see [`render`]); then the question, whose default is no.
     pub fn prompt(&self) -> String {
         let d = self.decision;
         format!(
             "{}\nRun it? [y/N] ",
-            crate::approvals::render(d.risk, &d.rule, &d.reason, &self.command_line())
+            render(d.risk, &d.rule, &d.reason, &self.command_line())
         )
     }
+}
+
+/// The risk, rule, reason and command on lines of their own, every
+/// control, bidi and invisible character in them escaped, so the command
+/// shown is the command that runs.
+pub fn render(risk: RiskLevel, rule: &str, reason: &str, command: &str) -> String {
+    format!(
+        "agent-exec: approval required ({risk:?} risk, rule {}): {}\n  command: {}",
+        visible(rule),
+        visible(reason),
+        visible(command)
+    )
 }
 
 /// An approver's answer.
@@ -204,5 +216,20 @@ mod tests {
             "agent-exec: approval required (High risk, rule runners): Running code can write files\n  command: python3 -c 'import os' # \\x1b[2K\\x0d\\x1b[1A\\x1b[2Kagent-exec: approval required (Low risk, rule read-tools): ok\\x0a  command: cat README.md\\u{202e}\nRun it? [y/N] "
         );
         assert_eq!(prompt.lines().count(), 3);
+    }
+
+    #[test]
+    fn every_field_is_escaped_and_stays_on_its_line() {
+        let r = render(
+            RiskLevel::High,
+            "r\x1b[2K",
+            "why\u{202e}",
+            "rm -rf x\n  command: ls",
+        );
+        assert_eq!(
+            r,
+            "agent-exec: approval required (High risk, rule r\\x1b[2K): why\\u{202e}\n  command: rm -rf x\\x0a  command: ls"
+        );
+        assert_eq!(r.lines().count(), 2);
     }
 }

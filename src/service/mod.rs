@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-pub use approve::{Approval, ApprovalRequest, Approver, NeverApprover, TtyApprover};
+pub use approve::{Approval, ApprovalRequest, Approver, NeverApprover, TtyApprover, render};
 pub use builder::{
     DEFAULT_UID_BUDGET_SESSIONS, ServiceBuilder, ServiceError, sandbox_config, trace_header,
     trace_options,

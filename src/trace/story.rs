@@ -71,16 +71,14 @@ pub fn story(path: &Path, out: &mut dyn Write, color: bool) -> Result<(), TraceE
                 Event::Decision(d) => teller.decision(&d)?,
                 Event::Result(r) => teller.result(&r)?,
                 Event::Approval(a) => {
-                    // Approval ids and rules are client-influenced text.
+                    // Debug quoting: ids and details read from a file are
+                    // shown with control characters escaped.
                     let text = format!(
-                        "   approval {} {:?} by uid {}{}",
-                        crate::service::terminal::visible(&a.approval_id),
+                        "   approval {:?} {:?} by uid {}{}",
+                        a.approval_id,
                         a.action,
                         a.uid,
-                        a.detail
-                            .as_deref()
-                            .map(|d| format!(" ({})", crate::service::terminal::visible(d)))
-                            .unwrap_or_default()
+                        a.detail.map(|d| format!(" ({d:?})")).unwrap_or_default()
                     );
                     teller.line(teller.s.dim(&text))?;
                 }

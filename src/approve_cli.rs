@@ -14,9 +14,11 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::overlay::{amendments_path, appended, save};
-use super::{ApprovalRecord, amendment_for, render};
+use crate::approvals::{
+    ApprovalRecord, ApprovalState, amendment_for, amendments_path, appended, save,
+};
 use crate::policy::Policy;
+use crate::service::render;
 use crate::service::terminal::visible;
 use crate::store::SqliteStore;
 use crate::trace::{ApprovalAction, ApprovalEvent, TraceHeader, TraceOptions, Tracer};
@@ -132,7 +134,7 @@ fn list_inner(a: &ListArgs) -> Result<(), Stop> {
 /// session, directory, state and expiry.
 fn describe(r: &ApprovalRecord) -> String {
     let now = crate::trace::time::now_unix_ms();
-    let state = if r.state == super::ApprovalState::Pending && r.is_expired(now) {
+    let state = if r.state == ApprovalState::Pending && r.is_expired(now) {
         "expired".to_string()
     } else {
         r.state.as_str().to_string()
