@@ -481,3 +481,47 @@ fn every_step_is_traced_and_the_audit_checks_them() {
         assert!(found.iter().any(|k| k == kind), "{kind} not in {report}");
     }
 }
+
+#[test]
+fn approvals_persist_across_restarts_and_bind_to_the_policy() {
+    let fx = Fixture::new(&policy(""));
+    let mut d = fx.start(&[]);
+    let mut c = fx.connect();
+    make_file(&fx, "x");
+    let same = approval_id(&rm(&mut c, "x", json!({})));
+    let changed = approval_id(&rm(&mut c, "x", json!({"session": "s2"})));
+    for id in [&same, &changed] {
+        assert!(decide(&fx, "approve", id, &[]).status.success());
+    }
+    drop(c);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait();
+
+    // The same policy: the approval survived the restart.
+    let mut d = fx.start(&[]);
+    let mut c = fx.connect();
+    let ran = rm(&mut c, "x", json!({"approval_id": same}));
+    assert_eq!(ran["ok"], true, "{ran}");
+    drop(c);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait();
+
+    // Another policy (one more rule): what was approved under the old one
+    // does not run under it.
+    std::fs::write(
+        &fx.policy,
+        policy("[[rule]]\nid = \"cat\"\naction = \"allow\"\nrisk = \"low\"\nreason = \"reads\"\nprogram = \"cat\"\nread_only = true\n"),
+    )
+    .unwrap();
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    make_file(&fx, "x");
+    let r = rm(
+        &mut c,
+        "x",
+        json!({"session": "s2", "approval_id": changed}),
+    );
+    assert_eq!(error_type(&r), "APPROVAL_MISMATCH", "{r}");
+    assert!(r["message"].as_str().unwrap().contains("policy"), "{r}");
+    assert!(fx.root.join("x").exists());
+}

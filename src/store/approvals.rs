@@ -247,3 +247,102 @@ impl SqliteStore {
         Ok(UseOutcome::Granted(Box::new(a)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::SessionId;
+    use std::sync::Arc;
+
+    fn record(id: &str, expires_ms: u64) -> ApprovalRecord {
+        ApprovalRecord {
+            id: id.into(),
+            uid: 1000,
+            session: "s".into(),
+            args_hash: "h".into(),
+            cwd: "/p".into(),
+            policy_sha256: "p".into(),
+            base_policy_sha256: "p".into(),
+            policy_name: "n".into(),
+            command: "rm x".into(),
+            shell: true,
+            rule: "rm".into(),
+            risk: RiskLevel::High,
+            reason: "deletes".into(),
+            approvers: vec![1000, 0],
+            created_ms: 0,
+            expires_ms,
+            state: ApprovalState::Pending,
+            decided_by: None,
+            decided_ms: None,
+            used_by: None,
+        }
+    }
+
+    #[test]
+    fn concurrent_uses_spend_an_approval_exactly_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        store
+            .approval_create(&record("ap-1", u64::MAX / 2))
+            .unwrap();
+        assert!(store.approval_decide("ap-1", true, 1000).unwrap().is_ok());
+        let granted: usize = (0..8)
+            .map(|n| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    let session = SessionId::new(1000, Some("s"));
+                    let b = Binding {
+                        session: &session,
+                        args_hash: "h",
+                        cwd: "/p",
+                        policy_sha256: "p",
+                    };
+                    let out = store.approval_use("ap-1", &b, &format!("c{n}")).unwrap();
+                    usize::from(matches!(out, UseOutcome::Granted(_)))
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .sum();
+        assert_eq!(granted, 1);
+        let after = store.approval_get("ap-1").unwrap().unwrap();
+        assert_eq!(after.state, ApprovalState::Used);
+        assert!(after.used_by.is_some());
+    }
+
+    #[test]
+    fn only_listed_uids_decide_and_only_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store
+            .approval_create(&record("ap-2", u64::MAX / 2))
+            .unwrap();
+        store.approval_create(&record("ap-3", 1)).unwrap();
+        assert!(matches!(
+            store.approval_decide("ap-2", true, 7).unwrap(),
+            Err(DecideRefusal::NotApprover { uid: 7, .. })
+        ));
+        let decided = store.approval_decide("ap-2", false, 0).unwrap().unwrap();
+        assert_eq!(
+            (decided.state, decided.decided_by),
+            (ApprovalState::Rejected, Some(0))
+        );
+        assert_eq!(
+            store.approval_decide("ap-2", true, 0).unwrap(),
+            Err(DecideRefusal::Decided(ApprovalState::Rejected))
+        );
+        assert_eq!(
+            store.approval_decide("ap-3", true, 0).unwrap(),
+            Err(DecideRefusal::Expired)
+        );
+        assert_eq!(
+            store.approval_decide("ap-9", true, 0).unwrap(),
+            Err(DecideRefusal::Unknown)
+        );
+        // Pending and fresh only, unless all are asked for.
+        assert!(store.approvals_list(false).unwrap().is_empty());
+        assert_eq!(store.approvals_list(true).unwrap().len(), 2);
+    }
+}
