@@ -219,6 +219,7 @@ impl ServiceBuilder {
                 if dir.starts_with(&root) {
                     return Err(ServiceError::StateInsideRoot { state: dir, root });
                 }
+                warn_unreachable_approvers(&self.policy, &dir);
                 (
                     Some(sqlite.clone()),
                     Some(ApprovalHome { store: sqlite, dir }),
@@ -257,6 +258,24 @@ impl ServiceBuilder {
     pub fn build_checker(self) -> Result<Checker, ServiceError> {
         let root = canonical_root(&self.root)?;
         Ok(Checker::new(Arc::new(self.policy), root))
+    }
+}
+
+/// Approvers decide in the state directory, which only its owner and root
+/// can open: a uid the policy names beyond those cannot decide at all.
+fn warn_unreachable_approvers(policy: &Policy, dir: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(owner) = std::fs::metadata(dir).map(|m| m.uid()) else {
+        return;
+    };
+    for uid in &policy.approvals.approvers {
+        if *uid != owner && *uid != 0 {
+            tracing::warn!(
+                approver = uid,
+                state = %dir.display(),
+                "[approvals] names a uid that cannot open the state directory (private to uid {owner}); it can decide only through root"
+            );
+        }
     }
 }
 
