@@ -97,6 +97,14 @@ fn an_ordinary_supervisor_uses_its_runtime_dir_or_home_never_a_squatted_path() {
 
     // No home and no runtime dir (a user without a passwd entry): a base
     // with a fresh random name in the temp dir, for this process alone.
+    // The case only means something if the uid really has no entry.
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    assert!(
+        !passwd
+            .lines()
+            .any(|l| l.split(':').nth(2) == Some(ORDINARY.to_string().as_str())),
+        "uid {ORDINARY} must have no passwd entry for this test; pick another uid for that user"
+    );
     let case = base(Case::new(policy, Some(ORDINARY)));
     let run_home = home_of(&case);
     let prefix = format!("agent-exec-{ORDINARY}-");
