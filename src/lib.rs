@@ -59,6 +59,7 @@ pub use agent_exec_policy as policy;
 pub use agent_exec_sandbox as sandbox;
 
 pub mod eval;
+pub mod mcp;
 pub mod request;
 pub mod result;
 pub mod serve;

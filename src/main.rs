@@ -139,6 +139,8 @@ enum Command {
     Policy(PolicyCmd),
     /// Serve the run_shell tool over a Unix socket.
     Serve(agent_exec::serve::ServeOptions),
+    /// Serve the run_shell tool to an MCP client over stdio.
+    Mcp(agent_exec::mcp::McpOptions),
     /// Check a trace's invariants; exit 1 when one fails.
     Audit {
         #[arg(long)]
@@ -200,6 +202,7 @@ fn main() -> ExitCode {
         Some(Command::Check(t)) => check(t),
         Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
         Some(Command::Serve(args)) => agent_exec::serve::main(args, supervisor),
+        Some(Command::Mcp(args)) => agent_exec::mcp::main(args, &supervisor),
         Some(Command::Audit {
             json,
             retry_threshold,
@@ -217,7 +220,7 @@ fn main() -> ExitCode {
 /// nothing only need stdio guarded.
 fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
     match command {
-        None => SupervisorOptions::default(),
+        None | Some(Command::Mcp(_)) => SupervisorOptions::default(),
         Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()

@@ -316,6 +316,16 @@ fn parse_envelope(
     }
 }
 
+/// The `run_shell` arguments alone, checked exactly as the daemon checks
+/// a request line's `args` (unknown keys, types, sizes): for transports
+/// whose envelope is not this crate's, such as MCP's `tools/call`.
+pub(crate) fn parse_run_shell_arguments(
+    args: &Map<String, Value>,
+    limits: &RequestLimits,
+) -> Result<RunRequest, FieldError> {
+    parse_run_shell(args, limits)
+}
+
 fn parse_run_shell(
     args: &Map<String, Value>,
     limits: &RequestLimits,
