@@ -64,6 +64,7 @@ pub mod request;
 pub mod result;
 pub mod serve;
 pub mod service;
+pub mod sh;
 mod store;
 pub mod trace;
 
