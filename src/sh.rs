@@ -35,6 +35,9 @@ pub struct ShConfig {
     pub state: Option<PathBuf>,
     /// JSONL trace every call is appended to.
     pub trace: Option<PathBuf>,
+    /// The config file these came from, if any.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 impl ShConfig {
@@ -65,6 +68,7 @@ impl ShConfig {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut cfg: ShConfig =
             toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        cfg.file = Some(path.to_path_buf());
         let base = path.parent().unwrap_or(Path::new("."));
         for p in [
             &mut cfg.policy,
@@ -150,6 +154,21 @@ pub fn main(args: &[String], supervisor: &Supervisor) -> i32 {
         (None, Some(c)) => c.clone(),
         (None, None) => PathBuf::from("."),
     };
+    for (what, path) in [
+        ("policy", Some(policy_path)),
+        ("config file", cfg.file.as_deref()),
+    ] {
+        if let Some(path) = path.filter(|p| inside(p, &root)) {
+            return explain(
+                125,
+                &format!(
+                    "the {what} {} is inside the root {}, where commands could rewrite it for the next call; keep it outside; nothing ran",
+                    path.display(),
+                    root.display()
+                ),
+            );
+        }
+    }
     let mut builder = Service::builder(policy, root);
     if let Some(s) = &cfg.state {
         builder = builder.state_dir(s);
@@ -171,6 +190,16 @@ pub fn main(args: &[String], supervisor: &Supervisor) -> i32 {
     };
     let result = service.call(req, &CancelToken::new());
     report(&result)
+}
+
+/// Whether `path` is in the tree under `root`, both resolved. The
+/// policy and the config file decide what every later call may do, so
+/// they must be out of the commands' reach.
+fn inside(path: &Path, root: &Path) -> bool {
+    match (std::fs::canonicalize(path), std::fs::canonicalize(root)) {
+        (Ok(p), Ok(r)) => p.starts_with(r),
+        _ => false,
+    }
 }
 
 /// Writes what the command wrote, or the refusal, and returns the status.

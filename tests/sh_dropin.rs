@@ -204,3 +204,20 @@ fn the_policy_and_root_can_come_from_the_config_file() {
         "the command ran in the caller's directory"
     );
 }
+
+#[test]
+fn a_policy_inside_the_root_is_refused_since_commands_could_rewrite_it() {
+    let s = Setup::new();
+    let inside = s.root.path().join("policy.toml");
+    std::fs::copy(Setup::policy(), &inside).unwrap();
+    let out = s
+        .command(s.shell())
+        .env("AGENT_EXEC_POLICY", &inside)
+        .args(["-c", "touch made-with-own-policy"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = text(&out.stderr);
+    assert!(err.contains("inside the root"), "{err}");
+    assert!(!s.exists("made-with-own-policy"));
+}
