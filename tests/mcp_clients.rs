@@ -92,7 +92,7 @@ fn the_python_sdk_lists_calls_cancels_and_approves_through_elicitation() {
         .unwrap();
     assert_client_passed(&out, &secret);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("\"elicitations\": 2"), "{stdout}");
+    assert!(stdout.contains("\"elicitations\": 3"), "{stdout}");
 }
 
 #[test]

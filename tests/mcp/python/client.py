@@ -25,7 +25,9 @@ MARKER = "3171"
 
 seen_text = []  # every string the server sent, to look for the secret in
 elicitations = []  # what the approval prompts showed
-answers = ["accept", "decline"]
+answers = ["accept", "decline", "late"]
+# The server's approval timeout (seconds); "late" answers after it.
+APPROVAL_TIMEOUT = 2
 
 
 def check(cond, what, got=None):
@@ -62,6 +64,9 @@ def survivors():
 async def on_elicit(context, params):
     elicitations.append(params.message)
     action = answers.pop(0) if answers else "decline"
+    if action == "late":
+        await anyio.sleep(APPROVAL_TIMEOUT + 2)
+        return types.ElicitResult(action="accept", content={"approve": True})
     if action == "accept":
         return types.ElicitResult(action="accept", content={"approve": True})
     return types.ElicitResult(action="decline")
@@ -70,7 +75,7 @@ async def on_elicit(context, params):
 async def main():
     server = StdioServerParameters(
         command=BINARY,
-        args=["mcp", "--policy", POLICY, "--root", ROOT],
+        args=["mcp", "--policy", POLICY, "--root", ROOT, "--approval-timeout-secs", str(APPROVAL_TIMEOUT)],
         env={"AGENT_EXEC_TEST_API_KEY": SECRET, "PATH": os.environ["PATH"]},
     )
     async with stdio_client(server) as (read, write):
@@ -143,7 +148,8 @@ async def main():
             r = await session.call_tool("run_shell", {"command": "echo still here"})
             check(structured(r, schema)["stdout"] == "still here\n", "serves after cancel", r)
 
-            # Approval through elicitation: accepted once, then declined.
+            # Approval through elicitation: accepted once, then declined, then
+            # answered too late.
             cmd = "printenv PATH # \u200bhidden"
             r = await session.call_tool("run_shell", {"command": cmd})
             s = structured(r, schema)
@@ -155,7 +161,15 @@ async def main():
                 "declined approval did not run",
                 s,
             )
-            check(len(elicitations) == 2, "two elicitations", elicitations)
+            # An answer that comes after the timeout is a refusal too.
+            r = await session.call_tool("run_shell", {"command": cmd})
+            s = structured(r, schema)
+            check(
+                r.is_error and s["error_type"] == "APPROVAL_REQUIRED" and s["approved"] is False and s["stdout"] == "",
+                "an approval that timed out did not run",
+                s,
+            )
+            check(len(elicitations) == 3, "three elicitations", elicitations)
             for m in elicitations:
                 check("printenv PATH # \\u{200b}hidden" in m and "\u200b" not in m, "escaped command shown", m)
                 check("rule " in m and "risk" in m, "rule and risk shown", m)
