@@ -141,11 +141,11 @@ fn describe_tool(service: &Service) -> String {
          and get a structured result: ok, exit_code, stdout, stderr, and for a refusal \
          error_type, message and suggestion. {allows} Commands outside the policy are refused \
          with the rule and a reason; change the command rather than retrying it unchanged. \
-         Limits: {t} s by default, timeout_ms up to {max} ms; {chars} characters kept per \
+         Limits: {t} ms by default, timeout_ms up to {max} ms; {chars} characters kept per \
          output stream; stdin up to {stdin} bytes; {network}; files outside the root are not \
          reachable{ro}.",
         root = service.root().display(),
-        t = l.timeout_ms / 1000,
+        t = l.timeout_ms,
         max = l.max_timeout_ms,
         chars = l.output_chars,
         stdin = l.max_stdin_bytes,
