@@ -147,49 +147,97 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// A server on pipes, past the `initialize` handshake.
+struct Raw {
+    server: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Raw {
+    fn start(root: &Path) -> Raw {
+        let mut server = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args(["mcp", "--policy"])
+            .arg(policy())
+            .arg("--root")
+            .arg(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = server.stdin.take();
+        let stdout = BufReader::new(server.stdout.take().unwrap());
+        let mut raw = Raw {
+            server,
+            stdin,
+            stdout,
+        };
+        raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+        let reply = raw.reply();
+        assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{reply}");
+        assert!(
+            reply["result"]["capabilities"]["tools"].is_object(),
+            "{reply}"
+        );
+        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn reply(&mut self) -> serde_json::Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+}
+
+/// Requests no `tools/call` can be made of get JSON-RPC errors; a line
+/// that is not JSON is dropped; the session goes on either way.
+#[test]
+fn malformed_requests_get_errors_and_the_session_goes_on() {
+    let root = project();
+    let mut raw = Raw::start(root.path());
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":"ls"}}"#);
+    let reply = raw.reply();
+    assert_eq!(reply["id"], 2, "{reply}");
+    assert!(reply["error"]["code"].is_i64(), "{reply}");
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"rm_everything","arguments":{}}}"#);
+    let reply = raw.reply();
+    assert_eq!(reply["id"], 3, "{reply}");
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    raw.send("this is not JSON {");
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_shell","arguments":{"command":"cat hello.txt"}}}"#);
+    let reply = raw.reply();
+    assert_eq!(reply["id"], 4, "{reply}");
+    assert_eq!(
+        reply["result"]["structuredContent"]["stdout"], "hello from the root\n",
+        "{reply}"
+    );
+    drop(raw.stdin.take());
+    assert!(raw.server.wait().unwrap().success());
+}
+
 /// No SDK needed: the session ends when the client closes stdin, and what
 /// still runs is killed with it.
 #[test]
 fn closing_stdin_ends_the_session_and_kills_what_runs() {
     let root = project();
     let marker = "5813";
-    let mut server = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-        .args(["mcp", "--policy"])
-        .arg(policy())
-        .arg("--root")
-        .arg(root.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    writeln!(stdin, "{init}").unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{line}");
-    assert!(
-        reply["result"]["capabilities"]["tools"].is_object(),
-        "{line}"
-    );
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
-    let call = format!(
+    let mut raw = Raw::start(root.path());
+    raw.send(&format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"run_shell","arguments":{{"command":"sleep {marker} & sleep {marker}; wait"}}}}}}"#
-    );
-    writeln!(stdin, "{call}").unwrap();
-    stdin.flush().unwrap();
+    ));
     wait_until("the call's two processes run", || marked(marker).len() == 2);
-    drop(stdin);
+    drop(raw.stdin.take());
     let mut status = None;
     wait_until("the server exits", || {
-        status = server.try_wait().unwrap();
+        status = raw.server.try_wait().unwrap();
         status.is_some()
     });
     assert!(status.unwrap().success(), "{status:?}");
