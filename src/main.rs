@@ -30,7 +30,9 @@ Examples:
   agent-exec --policy policies/code.toml --shell 'grep -rn TODO src | head'
   agent-exec check --policy policies/code.toml --shell 'cat /etc/passwd'
   agent-exec policy validate policies/code.toml
-  agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock";
+  agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock
+  agent-exec mcp --policy /etc/agent-exec/code.toml --root .     (an MCP server on stdio)
+  AGENT_EXEC_POLICY=/etc/agent-exec/code.toml agent-exec sh -c 'make test'";
 
 #[derive(Parser, Debug)]
 #[command(
