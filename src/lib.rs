@@ -13,7 +13,8 @@
 //! 6. [`trace`]: the evidence of what was asked, decided and run.
 //!
 //! [`Service`] strings these together; every transport (the CLI, the Unix
-//! socket daemon, a program embedding this crate) builds one with
+//! socket daemon, the MCP server, the shell drop-in, a program embedding
+//! this crate) builds one with
 //! [`Service::builder`] and calls it, so policy, sandbox, limits and
 //! traces never differ by transport. Three traits are the seams an
 //! embedder may fill: [`Approver`] (who answers `require_approval`),
@@ -61,10 +62,12 @@ pub use agent_exec_sandbox as sandbox;
 pub mod approvals;
 pub mod approve_cli;
 pub mod eval;
+pub mod mcp;
 pub mod request;
 pub mod result;
 pub mod serve;
 pub mod service;
+pub mod sh;
 mod store;
 pub mod trace;
 

@@ -30,7 +30,9 @@ Examples:
   agent-exec --policy policies/code.toml --shell 'grep -rn TODO src | head'
   agent-exec check --policy policies/code.toml --shell 'cat /etc/passwd'
   agent-exec policy validate policies/code.toml
-  agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock";
+  agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock
+  agent-exec mcp --policy /etc/agent-exec/code.toml --root .     (an MCP server on stdio)
+  AGENT_EXEC_POLICY=/etc/agent-exec/code.toml agent-exec sh -c 'make test'";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -143,6 +145,21 @@ enum Command {
     Policy(PolicyCmd),
     /// Serve the run_shell tool over a Unix socket.
     Serve(agent_exec::serve::ServeOptions),
+    /// A drop-in for `$SHELL -c STRING`: the command's own output and exit
+    /// status, a refusal as one line on stderr and 126. Policy and root from
+    /// AGENT_EXEC_POLICY / AGENT_EXEC_ROOT or
+    /// $XDG_CONFIG_HOME/agent-exec/config.toml. A link named agent-exec-sh
+    /// is this command.
+    Sh {
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "-c STRING"
+        )]
+        args: Vec<String>,
+    },
+    /// Serve the run_shell tool to an MCP client over stdio.
+    Mcp(agent_exec::mcp::McpOptions),
     /// Check a trace's invariants; exit 1 when one fails.
     Audit {
         #[arg(long)]
@@ -195,6 +212,17 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
+    // Run as `agent-exec-sh` (a link used as SHELL): the drop-in, with
+    // the shell's argument forms rather than this CLI's.
+    if let Some(args) = multicall_args() {
+        let Ok(args) = args else {
+            eprintln!("agent-exec: an argument is not UTF-8 text; nothing ran");
+            return ExitCode::from(126);
+        };
+        let supervisor = Supervisor::init(SupervisorOptions::default());
+        let code = agent_exec::sh::main(&args, &supervisor);
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -210,6 +238,8 @@ fn main() -> ExitCode {
         Some(Command::Check(t)) => check(t),
         Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
         Some(Command::Serve(args)) => agent_exec::serve::main(args, supervisor),
+        Some(Command::Sh { args }) => agent_exec::sh::main(&args, &supervisor),
+        Some(Command::Mcp(args)) => agent_exec::mcp::main(args, &supervisor),
         Some(Command::Audit {
             json,
             retry_threshold,
@@ -224,13 +254,24 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
+/// The arguments after argv[0] when the binary runs under the drop-in's
+/// name; `Err` when one is not UTF-8 (a command that cannot be shown as
+/// it is does not run).
+fn multicall_args() -> Option<Result<Vec<String>, ()>> {
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next()?;
+    let name = Path::new(&argv0).file_name()?;
+    (name == agent_exec::sh::MULTICALL_NAME)
+        .then(|| argv.map(|a| a.into_string().map_err(drop)).collect())
+}
+
 /// What each command needs of the process-wide setup: a run all of it; the
 /// daemon keeps its main thread's bounding set (it execs the reaper) and
 /// empties its workers' instead; the reaper and the commands that run
 /// nothing only need stdio guarded.
 fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
     match command {
-        None => SupervisorOptions::default(),
+        None | Some(Command::Mcp(_) | Command::Sh { .. }) => SupervisorOptions::default(),
         Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()

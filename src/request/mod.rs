@@ -332,6 +332,38 @@ fn parse_envelope(
     }
 }
 
+/// The `run_shell` arguments alone, checked exactly as the daemon checks
+/// a request line's `args` (unknown keys, types, sizes): for transports
+/// whose envelope is not this crate's, such as MCP's `tools/call`. Such a
+/// transport has nowhere else to carry the two call-level tokens, so
+/// `idempotency_key` and `approval_id` are accepted here beside the
+/// arguments, checked as the envelope checks them.
+pub(crate) fn parse_run_shell_arguments(
+    args: &Map<String, Value>,
+    limits: &RequestLimits,
+) -> Result<RunRequest, FieldError> {
+    let mut core = args.clone();
+    core.remove("idempotency_key");
+    core.remove("approval_id");
+    let mut req = parse_run_shell(&core, limits)?;
+    let key = opt_string(args, "idempotency_key", "idempotency_key")?;
+    if let Some(k) = &key {
+        check_token(
+            k,
+            "idempotency_key",
+            limits.min_key_chars,
+            limits.max_key_chars,
+        )?;
+    }
+    let approval_id = opt_string(args, "approval_id", "approval_id")?;
+    if let Some(a) = &approval_id {
+        check_token(a, "approval_id", 8, 128)?;
+    }
+    req.idempotency_key = key;
+    req.approval_id = approval_id;
+    Ok(req)
+}
+
 fn parse_run_shell(
     args: &Map<String, Value>,
     limits: &RequestLimits,

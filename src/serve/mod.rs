@@ -175,6 +175,12 @@ pub fn main(opts: ServeOptions, supervisor: Supervisor) -> i32 {
     }
 }
 
+/// Reaps what runs leave behind, for the crate's other long-lived
+/// transports (the MCP server), as the daemon does. Call inside a runtime.
+pub(crate) fn start_reaping(supervisor: &Supervisor) -> std::io::Result<()> {
+    sigchld::start(supervisor).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
 /// Structured logs on stderr; `RUST_LOG` overrides the `info` default.
 /// Does nothing if the program already installed a subscriber.
 pub fn init_logging() {
