@@ -156,11 +156,16 @@ struct Raw {
 
 impl Raw {
     fn start(root: &Path) -> Raw {
+        Raw::start_with(root, &policy(), &[])
+    }
+
+    fn start_with(root: &Path, policy: &Path, extra: &[&std::ffi::OsStr]) -> Raw {
         let mut server = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
             .args(["mcp", "--policy"])
-            .arg(policy())
+            .arg(policy)
             .arg("--root")
             .arg(root)
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -244,4 +249,67 @@ fn closing_stdin_ends_the_session_and_kills_what_runs() {
     wait_until("no process of the call survives", || {
         marked(marker).is_empty()
     });
+}
+
+/// A client without elicitation gets the out-of-band flow: the call is
+/// held with an `approval_id`, a human approves it with `agent-exec
+/// approve`, and the same call resent with that id beside its arguments
+/// runs once; a second use is refused and does not run.
+#[test]
+fn an_approval_id_travels_beside_the_arguments() {
+    let root = project();
+    // The child (`nobody` under a root supervisor) must be able to create
+    // the file once approved.
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let policy_file = conf.path().join("policy.toml");
+    std::fs::write(
+        &policy_file,
+        "name = \"mcp-approvals\"\ndefault = \"deny\"\n\n\
+         [[rule]]\nid = \"touch\"\naction = \"require_approval\"\nrisk = \"medium\"\n\
+         reason = \"creates files\"\nprogram = \"touch\"\n",
+    )
+    .unwrap();
+    let mut raw = Raw::start_with(
+        root.path(),
+        &policy_file,
+        &["--state".as_ref(), state.path().as_os_str()],
+    );
+    let call = |raw: &mut Raw, id: u32, extra: &str| {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"run_shell","arguments":{{"command":"touch made.txt"{extra}}}}}}}"#
+        ));
+        let reply = raw.reply();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply["result"]["structuredContent"].clone()
+    };
+    let first = call(&mut raw, 2, "");
+    assert_eq!(first["error_type"], "APPROVAL_REQUIRED", "{first}");
+    let approval = first["approval_id"].as_str().unwrap().to_string();
+    assert!(!root.path().join("made.txt").exists());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["approve", "--state"])
+        .arg(state.path())
+        .arg(&approval)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    let extra = format!(r#","approval_id":"{approval}","idempotency_key":"mcp-key-0001""#);
+    let ran = call(&mut raw, 3, &extra);
+    assert_eq!(ran["ok"], true, "{ran}");
+    assert!(root.path().join("made.txt").exists());
+    std::fs::remove_file(root.path().join("made.txt")).unwrap();
+
+    let again = call(
+        &mut raw,
+        4,
+        &format!(r#","approval_id":"{approval}","idempotency_key":"mcp-key-0002""#),
+    );
+    assert_eq!(again["error_type"], "APPROVAL_USED", "{again}");
+    assert!(!root.path().join("made.txt").exists());
+    drop(raw.stdin.take());
+    assert!(raw.server.wait().unwrap().success());
 }
