@@ -200,8 +200,13 @@ impl ServiceBuilder {
             Some(source) => Some(load_replay(source, &self.policy)?),
             None => None,
         };
+        let project_env = super::project_env::ProjectEnv::new(&self.policy, &root);
+        let mut config = sandbox_config(&self.policy.sandbox);
+        if let Some(dir) = &project_env.shim_dir {
+            config.read.push(dir.to_string_lossy().into_owned());
+        }
         // The one place a service's sandbox is prepared.
-        let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&self.policy.sandbox), &root)?;
+        let sandbox = Sandbox::prepare(supervisor, &config, &root)?;
         let store: Option<Arc<dyn StateStore>> = match self.state {
             Some(StoreTarget::Dir(dir)) => Some(Arc::new(SqliteStore::open(&dir)?)),
             Some(StoreTarget::Store(s)) => Some(s),
@@ -221,6 +226,7 @@ impl ServiceBuilder {
             trace,
             replay,
             base_env,
+            project_env,
             shell: find_shell(),
         })
     }

@@ -26,6 +26,7 @@ mod gate;
 mod ids;
 mod invocation;
 mod outcome;
+mod project_env;
 mod refusal;
 mod schema;
 pub mod terminal;
@@ -88,6 +89,8 @@ pub struct Service {
     trace: Option<Arc<dyn TraceSink>>,
     replay: Option<Replay>,
     base_env: BaseEnv,
+    /// The run's PATH, virtualenv and git identity.
+    project_env: project_env::ProjectEnv,
     /// bash, for requests that need a shell; None when the host has none.
     shell: Option<CString>,
 }

@@ -110,6 +110,16 @@ impl Project {
 
     /// As `new`, with `extra` lines appended to the `[sandbox]` table.
     pub fn with_sandbox(dep: Deployment, unix_sockets: bool, extra: &str) -> Project {
+        Project::with_tables(dep, unix_sockets, "", extra)
+    }
+
+    /// As `with_sandbox`, with `env` lines (`path` included) as the
+    /// `[env]` table when not empty.
+    pub fn with_tables(dep: Deployment, unix_sockets: bool, env: &str, extra: &str) -> Project {
+        let env = match env {
+            "" => "path = \"/usr/local/bin:/usr/bin:/bin\"\n",
+            given => given,
+        };
         let root = tempdir("ae-contain-root-", 0o755);
         let policy_dir = tempdir("ae-contain-policy-", 0o755);
         // An ordinary user gets a run cgroup only where a subtree is
@@ -125,7 +135,7 @@ impl Project {
              default = \"allow\"\n\
              default_risk = \"low\"\n\
              [env]\n\
-             path = \"/usr/local/bin:/usr/bin:/bin\"\n\
+             {env}\
              [limits]\n\
              timeout_ms = 30000\n\
              [sandbox]\n\
@@ -160,23 +170,53 @@ impl Project {
         }
     }
 
-    /// Writes a file into the root, owned like the root, readable by all.
+    /// Writes a file into the root, owned like the root, readable by all;
+    /// its directories are made (owned like the root) when missing.
     pub fn write(&self, rel: &str, content: &str) {
         let p = self.path().join(rel);
+        let mut made = Vec::new();
+        let mut at = p.parent();
+        while let Some(dir) = at.filter(|d| !d.exists()) {
+            made.push(dir.to_path_buf());
+            at = dir.parent();
+        }
+        for dir in made.iter().rev() {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            self.chown(dir);
+        }
         std::fs::write(&p, content).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         self.chown(&p);
     }
 
+    /// As `write`, executable by all.
+    pub fn write_exec(&self, rel: &str, content: &str) {
+        self.write(rel, content);
+        let p = self.path().join(rel);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     /// Runs `argv` through the CLI in the sandbox and returns its result.
     pub fn run(&self, argv: &[&str]) -> Value {
+        let mut args = vec!["--"];
+        args.extend_from_slice(argv);
+        self.run_cli(&args)
+    }
+
+    /// Runs a shell string through the CLI in the sandbox.
+    pub fn run_shell(&self, script: &str) -> Value {
+        self.run_cli(&["--shell", script])
+    }
+
+    /// The CLI with the project's policy and root, then `args`.
+    fn run_cli(&self, args: &[&str]) -> Value {
         let mut cmd = self.as_supervisor(BIN);
         cmd.arg("--policy")
             .arg(self.policy_dir.path().join("policy.toml"))
             .arg("--root")
             .arg(self.path())
-            .arg("--")
-            .args(argv);
+            .args(args);
         let out = cmd.stdin(Stdio::null()).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text.lines().next().unwrap_or_else(|| {

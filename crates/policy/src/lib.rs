@@ -87,8 +87,10 @@ mod hidden;
 mod lint;
 mod load;
 mod paths;
+mod project;
 mod resolve;
 mod rules;
+mod secret;
 mod state;
 mod tools;
 mod verdict;
@@ -97,6 +99,7 @@ mod wrappers;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
+pub use project::ROOT_PLACEHOLDER;
 pub use resolve::resolve_program;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
@@ -111,30 +114,7 @@ pub const SYSTEM_READ_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
-macro_rules! secret_name_words {
-    () => {
-        "key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|bearer"
-    };
-}
-
-/// The words that make a variable or option name secret-looking, as regex
-/// alternatives. One list for the child's environment scrub (the default
-/// `[env] secret_pattern`) and the trace redactor, so both agree on what a
-/// secret is.
-pub const SECRET_NAME_WORDS: &str = secret_name_words!();
-
-/// Variable names whose values are secrets: never passed to the child
-/// (the default `[env] secret_pattern`) and redacted from traces.
-pub const DEFAULT_SECRET_PATTERN: &str = concat!("(?i)(", secret_name_words!(), ")");
-
-/// Whether `name` contains one of [`SECRET_NAME_WORDS`], in any case.
-fn has_secret_word(name: &str) -> bool {
-    let name = name.as_bytes();
-    SECRET_NAME_WORDS.split('|').any(|w| {
-        name.windows(w.len())
-            .any(|win| win.eq_ignore_ascii_case(w.as_bytes()))
-    })
-}
+pub use secret::{DEFAULT_SECRET_PATTERN, is_secret_name, is_secret_value};
 
 /// What becomes of one variable of the supervisor's environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,8 +259,8 @@ impl Policy {
     /// What becomes of the supervisor's variable `name` in the child's
     /// environment. Secret-looking names never pass: those the policy's
     /// `secret_pattern` matches, and, when only a wildcard of `keep`
-    /// (`LC_*`) would let the name through, those containing one of the
-    /// built-in [`SECRET_NAME_WORDS`] too. A narrower custom pattern thus
+    /// (`LC_*`) would let the name through, those the built-in
+    /// [`is_secret_name`] finds secret too. A narrower custom pattern thus
     /// cannot let `LC_API_TOKEN` slip through `LC_*`; a name `keep` spells
     /// out in full is the operator's explicit choice and meets the policy's
     /// pattern alone.
@@ -298,7 +278,7 @@ impl Policy {
             }
         }
         match by_wildcard {
-            true if has_secret_word(name) => EnvFate::Secret,
+            true if is_secret_name(name) => EnvFate::Secret,
             true => EnvFate::Pass,
             false => EnvFate::Drop,
         }
@@ -353,7 +333,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EnvPolicy {
-    /// PATH for the child and for resolving program names.
+    /// PATH for the child and for resolving program names. Entries
+    /// written `{root}/dir` are the project's own (see
+    /// [`EnvPolicy::run_path`]).
     pub path: String,
     /// Names (a trailing `*` matches a prefix) copied from the supervisor's
     /// environment when present and not secret-looking.

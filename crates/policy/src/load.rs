@@ -180,6 +180,13 @@ impl Policy {
                 None
             }
         };
+        if let Some(message) = crate::project::check_path_entries(&file.env.path) {
+            issues.push(Issue {
+                line: find_key_line(text, "path"),
+                key: "env.path".into(),
+                message,
+            });
+        }
         if file.sandbox.read_only && !file.sandbox.write.is_empty() {
             issues.push(Issue {
                 line: find_key_line(text, "write"),

@@ -38,3 +38,63 @@ fn every_shipped_policy_loads_with_at_least_30_examples() {
         "expected code, readonly and ci policies, found {seen}"
     );
 }
+
+/// code.toml's `{root}` PATH entries: the project's programs match their
+/// rules by name, refusals included, and only in those directories.
+#[test]
+fn code_matches_the_projects_own_programs_by_name() {
+    use agent_exec_policy::{CommandSpec, Context, Verdict};
+    use std::os::unix::fs::PermissionsExt;
+
+    let policy = Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    for (rel, name) in [
+        (".venv/bin", "python"),
+        (".venv/bin", "pytest"),
+        ("tools", "python"),
+    ] {
+        std::fs::create_dir_all(root.join(rel)).unwrap();
+        let p = root.join(rel).join(name);
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let ctx = Context {
+        root: &root,
+        cwd: &root,
+    };
+    let decide = |s: &str| {
+        policy
+            .decide(&CommandSpec::Shell(s.to_string()), &ctx)
+            .unwrap()
+    };
+    for cmd in [
+        ".venv/bin/python -m pytest -q",
+        "./.venv/bin/python -m pytest -q",
+        "pytest -x tests",
+        "cd .venv && bin/python -c 'print(1)'",
+    ] {
+        let d = decide(cmd);
+        assert_eq!(
+            (d.verdict, d.rule.as_str()),
+            (Verdict::Allow, "python"),
+            "{cmd}: {d:?}"
+        );
+    }
+    let d = decide(".venv/bin/python -m pip install requests");
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (Verdict::Deny, "pip-install"),
+        "{d:?}"
+    );
+    // A program elsewhere in the root is not the project's environment.
+    let d = decide("tools/python -m pytest");
+    assert_ne!(d.rule, "python", "{d:?}");
+    assert_eq!(
+        policy.env.run_path(&root),
+        format!(
+            "{0}/.venv/bin:{0}/node_modules/.bin:/usr/local/bin:/usr/bin:/bin",
+            root.display()
+        )
+    );
+}

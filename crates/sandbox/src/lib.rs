@@ -52,6 +52,7 @@ pub use error::SandboxError;
 pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, MemoryLimitHit, Termination, run};
 pub use plan::landlock::abi as landlock_abi;
 pub use plan::rundir::private_dir;
+pub use plan::shims::shim_dir;
 pub use sandbox::{RootAccess, RunSandbox, Sandbox};
 pub use spawn::SpawnError;
 pub use summary::Summary;

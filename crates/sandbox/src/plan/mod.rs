@@ -10,6 +10,7 @@ pub(crate) mod mounts;
 pub(crate) mod privs;
 pub(crate) mod rundir;
 pub(crate) mod seccomp;
+pub(crate) mod shims;
 
 // The building blocks' error type, named `super::SandboxError` by them.
 use crate::error::SandboxError;
