@@ -116,11 +116,33 @@ impl Project {
     /// As `with_sandbox`, with `env` lines (`path` included) as the
     /// `[env]` table when not empty.
     pub fn with_tables(dep: Deployment, unix_sockets: bool, env: &str, extra: &str) -> Project {
+        Project::with_tables_in(dep, unix_sockets, env, extra, None)
+    }
+
+    /// As `with_tables`, the root made in `parent` (default: the temp
+    /// directory).
+    pub fn with_tables_in(
+        dep: Deployment,
+        unix_sockets: bool,
+        env: &str,
+        extra: &str,
+        parent: Option<&Path>,
+    ) -> Project {
         let env = match env {
             "" => "path = \"/usr/local/bin:/usr/bin:/bin\"\n",
             given => given,
         };
-        let root = tempdir("ae-contain-root-", 0o755);
+        let root = match parent {
+            Some(dir) => {
+                let d = tempfile::Builder::new()
+                    .prefix("ae-contain-root-")
+                    .tempdir_in(dir)
+                    .unwrap();
+                std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+                d
+            }
+            None => tempdir("ae-contain-root-", 0o755),
+        };
         let policy_dir = tempdir("ae-contain-policy-", 0o755);
         // An ordinary user gets a run cgroup only where a subtree is
         // delegated to it, and strict enforcement requires one unless the

@@ -98,3 +98,33 @@ fn code_matches_the_projects_own_programs_by_name() {
         )
     );
 }
+
+/// The run's own `/tmp` (a private directory where the sandbox gives the
+/// run a mount namespace) is scratch space for code.toml; readonly.toml
+/// and a root beneath `/tmp` keep it out.
+#[test]
+fn scratch_files_in_tmp_are_the_runs_own() {
+    use agent_exec_policy::{CommandSpec, Context, Verdict};
+    let code = Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap();
+    let readonly = Policy::load(&Path::new(POLICIES).join("readonly.toml")).unwrap();
+    let decide = |p: &Policy, root: &str, s: &str| {
+        let root = Path::new(root);
+        let ctx = Context { root, cwd: root };
+        p.decide(&CommandSpec::Shell(s.to_string()), &ctx).unwrap()
+    };
+    let outside = "/srv/agent/project";
+    for cmd in [
+        "cat > /tmp/repro.py <<'EOF'\nprint(1)\nEOF",
+        "python3 /tmp/repro.py",
+        "ls /tmp",
+        "cp src/a.py /var/tmp/a.py",
+    ] {
+        let d = decide(&code, outside, cmd);
+        assert_eq!(d.verdict, Verdict::Allow, "{cmd}: {d:?}");
+    }
+    let d = decide(&readonly, outside, "echo x > /tmp/x");
+    assert_ne!(d.verdict, Verdict::Allow, "{d:?}");
+    // A root under /tmp: the sandbox leaves /tmp the host's.
+    let d = decide(&code, "/tmp/project", "echo x > /tmp/other");
+    assert_eq!(d.rule, "builtin:path-escape", "{d:?}");
+}
