@@ -202,9 +202,13 @@ impl ServiceBuilder {
         };
         let project_env = super::project_env::ProjectEnv::new(&self.policy, &root);
         let mut config = sandbox_config(&self.policy.sandbox);
-        if let Some(dir) = &project_env.shim_dir {
-            config.read.push(dir.to_string_lossy().into_owned());
-        }
+        let extra_read = project_env
+            .shim_dir
+            .iter()
+            .chain(&project_env.toolchain_read);
+        config
+            .read
+            .extend(extra_read.map(|p| p.to_string_lossy().into_owned()));
         // The one place a service's sandbox is prepared.
         let sandbox = Sandbox::prepare(supervisor, &config, &root)?;
         let store: Option<Arc<dyn StateStore>> = match self.state {
@@ -347,6 +351,7 @@ pub fn sandbox_config(p: &SandboxPolicy) -> agent_exec_sandbox::SandboxConfig {
         allow_unix_sockets: p.unix_sockets,
         run_as: p.run_as.clone(),
         allow_root_child: p.allow_root_child,
+        root_owned_as_root: p.root_owned_child == crate::policy::RootOwnedChild::Root,
         rlimit_nofile: p.rlimit_nofile,
         rlimit_fsize_bytes: p.rlimit_fsize_bytes,
         rlimit_as_bytes: p.rlimit_as_bytes,

@@ -149,6 +149,9 @@ impl Service {
         for (k, v) in &self.base_env.entries {
             push(k, v);
         }
+        for (k, v) in &self.project_env.env {
+            push(k, v);
+        }
         if let Some(venv) = self.project_env.virtual_env()
             && !self
                 .base_env

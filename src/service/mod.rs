@@ -30,6 +30,7 @@ mod project_env;
 mod refusal;
 mod schema;
 pub mod terminal;
+mod toolchains;
 mod validate;
 
 use std::ffi::CString;

@@ -7,6 +7,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::toolchains::Toolchains;
 use crate::policy::{Policy, resolve_program};
 
 /// Aliases the sandbox provides where the host lacks the plain name:
@@ -28,11 +29,20 @@ pub(crate) struct ProjectEnv {
     venv_bins: Vec<PathBuf>,
     /// `user.name` and `user.email` for git, when known.
     pub(crate) git_identity: Vec<(String, String)>,
+    /// What the policy's toolchains let runs read.
+    pub(crate) toolchain_read: Vec<PathBuf>,
+    /// The toolchains' variables (those the policy does not set).
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl ProjectEnv {
     pub(crate) fn new(policy: &Policy, root: &Path) -> ProjectEnv {
-        let mut path = policy.env.run_path(root);
+        let owner_home = owner_home(root);
+        let toolchains = match (&owner_home, policy.sandbox.toolchains.is_empty()) {
+            (Some((home, _)), false) => Toolchains::detect(home, &policy.sandbox.toolchains),
+            _ => Toolchains::default(),
+        };
+        let mut path = with_bins(&policy.env.run_path(root), root, &toolchains.bins);
         let links: Vec<(&str, PathBuf)> = ALIASES
             .iter()
             .filter(|(name, _)| resolve_program(name, &path).is_none())
@@ -57,15 +67,22 @@ impl ProjectEnv {
             .filter(|rel| rel.ends_with("/bin"))
             .map(|rel| root.join(rel))
             .collect();
-        let git_identity = match policy_sets_identity(policy) {
-            true => Vec::new(),
-            false => owner_identity(root),
+        let git_identity = match (policy_sets_identity(policy), &owner_home) {
+            (false, Some((home, uid))) => identity_in(home, *uid),
+            _ => Vec::new(),
         };
+        let env = toolchains
+            .env
+            .into_iter()
+            .filter(|(k, _)| !policy.env.set.contains_key(k))
+            .collect();
         ProjectEnv {
             path,
             shim_dir,
             venv_bins,
             git_identity,
+            toolchain_read: toolchains.read,
+            env,
         }
     }
 
@@ -90,26 +107,44 @@ fn policy_sets_identity(policy: &Policy) -> bool {
         .any(|k| k.starts_with("GIT_AUTHOR_") || k.starts_with("GIT_COMMITTER_"))
 }
 
-/// `user.name` and `user.email` from the git configuration of the user who
-/// owns `root` (`~/.gitconfig`, then `~/.config/git/config`), as git
-/// configuration entries. Only regular files that user owns are read: a
-/// symlink could make the supervisor read something else for them.
-fn owner_identity(root: &Path) -> Vec<(String, String)> {
-    let Ok(md) = std::fs::metadata(root) else {
-        return Vec::new();
-    };
-    let Some(home) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(md.uid()))
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
-    else {
-        return Vec::new();
-    };
-    identity_in(&home, md.uid())
+/// The home and uid of the user who owns `root`: the supervisor's own
+/// `$HOME` when that user runs it (as their shell has it), else the
+/// passwd database's.
+fn owner_home(root: &Path) -> Option<(PathBuf, u32)> {
+    let uid = std::fs::metadata(root).ok()?.uid();
+    if uid == nix::unistd::geteuid().as_raw()
+        && let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
+        && home.is_absolute()
+    {
+        return Some((home, uid));
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
+    user.dir.is_absolute().then_some((user.dir, uid))
 }
 
-/// The identity in the git configuration files of `home`, read only when
-/// `uid` owns them.
+/// `path` with `bins` inserted after its leading entries inside `root`
+/// (the project's own programs still come first, as `activate` would
+/// have them, then the toolchains, then the rest).
+fn with_bins(path: &str, root: &Path, bins: &[PathBuf]) -> String {
+    if bins.is_empty() {
+        return path.to_string();
+    }
+    let entries: Vec<&str> = path.split(':').collect();
+    let at = entries
+        .iter()
+        .position(|e| !Path::new(e).starts_with(root))
+        .unwrap_or(entries.len());
+    let bins = bins.iter().map(|b| b.to_string_lossy());
+    let mut out: Vec<String> = entries[..at].iter().map(|e| e.to_string()).collect();
+    out.extend(bins.map(|b| b.into_owned()));
+    out.extend(entries[at..].iter().map(|e| e.to_string()));
+    out.join(":")
+}
+
+/// `user.name` and `user.email` from the git configuration files of
+/// `home` (`~/.gitconfig`, then `~/.config/git/config`), read only when
+/// `uid` owns them: a symlink could make the supervisor read something
+/// else for them.
 fn identity_in(home: &Path, uid: u32) -> Vec<(String, String)> {
     let mut found: Vec<(String, String)> = Vec::new();
     for file in [home.join(".gitconfig"), home.join(".config/git/config")] {

@@ -39,7 +39,8 @@ pub fn is_root() -> bool {
 /// Who supervises and who the child runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deployment {
-    /// A root supervisor on a root-owned project: the child is `nobody`.
+    /// A root supervisor on a root-owned project: the child is uid 0
+    /// without capabilities.
     RootOnRootProject,
     /// A root supervisor on a project of an ordinary user: the child is
     /// that user.
@@ -73,7 +74,7 @@ impl Deployment {
     /// The uid the sandboxed child gets.
     pub fn child_uid(self) -> u32 {
         match self {
-            Deployment::RootOnRootProject => NOBODY,
+            Deployment::RootOnRootProject => 0,
             _ if is_root() => ORDINARY,
             _ => nix::unistd::Uid::effective().as_raw(),
         }
@@ -181,6 +182,11 @@ impl Project {
         self.root.path()
     }
 
+    /// The policy file the CLI is given.
+    pub fn policy_file(&self) -> PathBuf {
+        self.policy_dir.path().join("policy.toml")
+    }
+
     pub fn child_uid(&self) -> u32 {
         self.dep.child_uid()
     }
@@ -231,9 +237,19 @@ impl Project {
         self.run_cli(&["--shell", script])
     }
 
+    /// As `run_shell`, with `env` in the supervisor's environment.
+    pub fn run_shell_env(&self, script: &str, env: &[(&str, &str)]) -> Value {
+        self.run_cli_env(&["--shell", script], env)
+    }
+
     /// The CLI with the project's policy and root, then `args`.
     fn run_cli(&self, args: &[&str]) -> Value {
+        self.run_cli_env(args, &[])
+    }
+
+    fn run_cli_env(&self, args: &[&str], env: &[(&str, &str)]) -> Value {
         let mut cmd = self.as_supervisor(BIN);
+        cmd.envs(env.iter().copied());
         cmd.arg("--policy")
             .arg(self.policy_dir.path().join("policy.toml"))
             .arg("--root")

@@ -423,6 +423,38 @@ pub enum Namespaces {
     Off,
 }
 
+/// Who runs a root-owned project's commands under a root supervisor
+/// (`[sandbox] root_owned_child`); see `docs/policy.md`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootOwnedChild {
+    /// uid 0 with every capability dropped, so it writes the project as
+    /// root would bare; refused at start where Landlock's signal scope
+    /// cannot apply.
+    #[default]
+    Root,
+    /// `nobody`: the project is read-only to runs.
+    Nobody,
+}
+
+/// A toolchain preset of `[sandbox] toolchains`, found in the home of the
+/// project's owner; see `docs/policy.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Toolchain {
+    /// `~/.rustup` and `~/.cargo/bin` (`RUSTUP_HOME`, `CARGO_HOME`).
+    Rustup,
+    /// `~/.cargo/registry` and `~/.cargo/git`: dependencies already
+    /// downloaded, used offline.
+    CargoRegistry,
+    /// `~/.pyenv`, its shims and bin (`PYENV_ROOT`).
+    Pyenv,
+    /// `~/.nvm` and its default node's bin (`NVM_DIR`).
+    Nvm,
+    /// `~/.local/bin` and `~/.local/lib` (pip `--user` packages).
+    UserLocal,
+}
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -447,6 +479,12 @@ pub struct SandboxPolicy {
     /// With a root supervisor and no `run_as`: run the child as root
     /// instead of the root directory's owner or `nobody`.
     pub allow_root_child: bool,
+    /// With a root supervisor, no `run_as` and a project root owned by
+    /// root: who the child runs as.
+    pub root_owned_child: RootOwnedChild,
+    /// Toolchains in the project owner's home that runs may use
+    /// (read-only), with their programs on PATH.
+    pub toolchains: Vec<Toolchain>,
     /// `RLIMIT_NOFILE`: open file descriptors.
     pub rlimit_nofile: u64,
     /// `RLIMIT_FSIZE`: the largest file the child may write.
@@ -482,6 +520,8 @@ impl Default for SandboxPolicy {
             unix_sockets: false,
             run_as: None,
             allow_root_child: false,
+            root_owned_child: RootOwnedChild::Root,
+            toolchains: Vec::new(),
             rlimit_nofile: 1024,
             rlimit_fsize_bytes: 1 << 30,
             rlimit_as_bytes: 8 << 30,

@@ -20,10 +20,12 @@ use std::sync::LazyLock;
 pub const DEFAULT_SECRET_PATTERN: &str = concat!(
     "(?i)",
     // A whole word (an `s` may follow).
-    "(^|[^a-z])(key|token|secret|auth|authorization|cookie|bearer|private|pass|passwd|pwd|",
+    "(^|[^a-z])(key|token|secret|auth|authorization|cookie|bearer|private|pass|passwd|",
     "credentials?|creds|jwt|apikey|privatekey|accesskey)s?([^a-z]|$)",
     // A word that ends in one.
     "|[a-z](key|token|secret|passwd|password)s?([^a-z]|$)",
+    // `pwd` as a later word (`MYSQL_PWD`; the shell's `PWD` is a directory).
+    "|[a-z0-9][^a-z0-9]pwd([^a-z]|$)",
     // Anywhere.
     "|passw|secret|credential|passphrase",
 );
@@ -136,6 +138,8 @@ mod tests {
             "PYTHONHASHSEED",
             "GIT_ASKPASS",
             "DEBIAN_FRONTEND",
+            "PWD",
+            "OLDPWD",
             "authorName",
         ] {
             assert!(!is_secret_name(name), "{name} should not be secret");

@@ -57,8 +57,24 @@ impl Sandbox {
             unix_sockets: cfg.allow_unix_sockets,
         };
         let seccomp = layers::seccomp_program(cfg, options, &mut notes)?;
-        let creds = privs::resolve(cfg.run_as.as_deref(), cfg.allow_root_child, &root)?;
-        layers::check_root_child(&creds, &choice, cfg)?;
+        let creds = privs::resolve(
+            cfg.run_as.as_deref(),
+            cfg.allow_root_child,
+            cfg.root_owned_as_root,
+            &root,
+        )?;
+        // uid 0 because the project is root's, not because it was asked for:
+        // the refusal says how to run such a project instead.
+        let implicit_root = creds.uid == 0 && cfg.run_as.is_none() && !cfg.allow_root_child;
+        layers::check_root_child(&creds, &choice, cfg).map_err(|e| match e {
+            SandboxError::RootChildUnscoped { reason } if implicit_root => {
+                SandboxError::RootOwnedProject {
+                    root: root.clone(),
+                    reason,
+                }
+            }
+            other => other,
+        })?;
         user_warnings(cfg, &creds, &root, &mut notes);
         let landlock = match choice.fs {
             false => None,
