@@ -608,7 +608,7 @@ fn a_network_connection_is_blocked_by_the_kernel_and_reported_as_a_violation() {
         v["policy_decision"], "allow",
         "only the kernel can stop python: {v:#}"
     );
-    assert_eq!(v["error_type"], "SANDBOX_VIOLATION", "{v:#}");
+    assert_eq!(v["error_type"], "NETWORK_DISABLED", "{v:#}");
     assert!(v["message"].as_str().unwrap().contains("network"), "{v:#}");
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}

@@ -18,6 +18,7 @@
 //!
 //! [`terminal`] makes request text and output safe to show a person.
 
+mod answer;
 mod approve;
 mod builder;
 mod check;
@@ -169,6 +170,7 @@ impl Service {
                     call_id,
                     root: self.checker.root(),
                     needs_shell: decision.needs_shell,
+                    last_program: answer::last_program(&req.command),
                     hard_limit_bytes: self.policy.limits.output_hard_limit_bytes,
                     started,
                 };

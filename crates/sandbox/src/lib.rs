@@ -57,7 +57,7 @@ pub use sandbox::{RootAccess, RunSandbox, Sandbox};
 pub use spawn::SpawnError;
 pub use summary::Summary;
 pub use supervisor::{Supervisor, SupervisorOptions, kill_runs_of};
-pub use violation::attribute_violation;
+pub use violation::{Violation, ViolationKind, attribute_violation, classify_violation};
 
 /// Debug builds only: set in the environment, [`Sandbox::prepare`] acts as
 /// on a kernel without Landlock (tests of the fail-closed path).
