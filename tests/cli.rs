@@ -289,6 +289,12 @@ fn timeout_kills_the_command_and_every_descendant() {
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(124), "{v:#}");
     assert_eq!(v["error_type"], "COMMAND_TIMEOUT");
+    // The message names how much longer a request may ask for, and how.
+    let msg = v["message"].as_str().unwrap();
+    assert!(
+        msg.contains("allows up to") && msg.contains("--timeout-ms"),
+        "{msg}"
+    );
     assert!(
         took < Duration::from_secs(30),
         "returned long after the deadline: {took:?}"

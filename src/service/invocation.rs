@@ -105,7 +105,8 @@ impl Service {
             return Err(Refusal::Internal("cwd contains a NUL byte".into()));
         };
         let limits = &self.policy.limits;
-        // Requests may only tighten the policy's limits.
+        // A request may shorten the output limit, and choose its timeout
+        // up to the policy's maximum (validation refused anything above).
         let output_chars = req
             .output_chars
             .map_or(limits.output_chars, |n| n.min(limits.output_chars));

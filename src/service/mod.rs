@@ -172,6 +172,7 @@ impl Service {
                     needs_shell: decision.needs_shell,
                     last_program: answer::last_program(&req.command),
                     hard_limit_bytes: self.policy.limits.output_hard_limit_bytes,
+                    max_timeout_ms: self.policy.limits.max_timeout_ms,
                     started,
                 };
                 let mut r = outcome::run(inv, &ctx, cancel);

@@ -22,6 +22,8 @@ pub(crate) struct RunContext<'a> {
     /// The program whose status is the command's (see `answer`).
     pub(crate) last_program: Option<String>,
     pub(crate) hard_limit_bytes: u64,
+    /// The longest timeout a request may ask for, for the timeout message.
+    pub(crate) max_timeout_ms: u64,
     /// When the pipeline started building the run: spawn failures report
     /// the time spent up to them.
     pub(crate) started: Instant,
@@ -136,9 +138,7 @@ fn classify(
         },
         Termination::TimedOut => (
             ErrorType::CommandTimeout,
-            format!(
-                "timed out after {timeout_ms} ms; the command and all its children were killed"
-            ),
+            timeout_message(timeout_ms, ctx.max_timeout_ms),
         ),
         Termination::OutputLimit => (
             ErrorType::OutputLimit,
@@ -154,6 +154,18 @@ fn classify(
     };
     r.set_error(error_type, message);
     r
+}
+
+/// What a timeout did, and how much longer a request may ask for.
+fn timeout_message(timeout_ms: u64, max_timeout_ms: u64) -> String {
+    let more = if timeout_ms < max_timeout_ms {
+        format!(
+            "; this policy allows up to {max_timeout_ms} ms: send the request again with a larger timeout_ms (CLI: --timeout-ms)"
+        )
+    } else {
+        format!("; that is this policy's maximum (max_timeout_ms = {max_timeout_ms})")
+    };
+    format!("timed out after {timeout_ms} ms; the command and all its children were killed{more}")
 }
 
 /// What the memory cap did, and how the run ended after it.
@@ -268,6 +280,21 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_names_the_maximum_and_how_to_ask_for_it() {
+        let m = timeout_message(120_000, 600_000);
+        assert!(m.starts_with("timed out after 120000 ms"), "{m}");
+        assert!(
+            m.contains("up to 600000 ms") && m.contains("--timeout-ms"),
+            "{m}"
+        );
+        let m = timeout_message(600_000, 600_000);
+        assert!(
+            m.contains("this policy's maximum (max_timeout_ms = 600000)"),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn a_kill_by_the_memory_cap_is_reported_however_the_run_ended() {
         let ctx = RunContext {
             call_id: "c",
@@ -275,6 +302,7 @@ mod tests {
             needs_shell: true,
             last_program: None,
             hard_limit_bytes: 1 << 20,
+            max_timeout_ms: 2000,
             started: Instant::now(),
         };
         let hit = MemoryLimitHit {

@@ -290,7 +290,8 @@ impl Policy {
     }
 }
 
-/// Per-run limits. Requests may only tighten them.
+/// Per-run limits. Requests may ask for a timeout up to `max_timeout_ms`
+/// and may only tighten the others.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
