@@ -124,8 +124,10 @@ impl ServiceBuilder {
         self
     }
 
-    /// Refuse mutating calls that carry no idempotency key (the daemon
-    /// does: a client that retries must not apply a change twice).
+    /// Refuse calls the policy marks `needs_key` (state changed beyond
+    /// ordinary work: commits, history) that carry no idempotency key (the
+    /// daemon does: a client that retries must not apply such a change
+    /// twice). Other mutating calls may carry a key and are deduplicated.
     pub fn require_idempotency(mut self, required: bool) -> Self {
         self.require_idempotency = required;
         self

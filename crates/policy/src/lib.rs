@@ -190,6 +190,11 @@ pub struct Decision {
     /// True when the request needs `/bin/sh -c` (operators, redirections,
     /// expansions); false when it is one plain argv exec'd directly.
     pub needs_shell: bool,
+    /// True when a rule that matched a part of the request says so
+    /// (`needs_key = true`): it changes state beyond ordinary work, and a
+    /// service that requires idempotency keys (the daemon) asks for one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_key: bool,
     /// Flags the policy runs programs with, so that a program it classed
     /// read-only cannot do otherwise (`sed --sandbox`); see
     /// [`Decision::command_to_run`]. Empty for most requests.

@@ -84,6 +84,8 @@ struct RuleFile {
     #[serde(default)]
     read_only: bool,
     #[serde(default)]
+    needs_key: bool,
+    #[serde(default)]
     writes: Writes,
 }
 
@@ -502,6 +504,7 @@ fn compile_rule(
         risk: r.risk,
         reason: r.reason.trim().to_string(),
         read_only: r.read_only,
+        needs_key: r.needs_key,
         writes: r.writes,
         programs,
         subcommands,

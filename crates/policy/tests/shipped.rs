@@ -128,3 +128,29 @@ fn scratch_files_in_tmp_are_the_runs_own() {
     let d = decide(&code, "/tmp/project", "echo x > /tmp/other");
     assert_eq!(d.rule, "builtin:path-escape", "{d:?}");
 }
+
+/// code.toml asks for an idempotency key for changes to the repository,
+/// not for ordinary work.
+#[test]
+fn code_asks_for_keys_only_for_repository_changes() {
+    use agent_exec_policy::{CommandSpec, Context};
+    let policy = Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap();
+    let root = Path::new("/srv/agent/project");
+    let ctx = Context { root, cwd: root };
+    let needs_key = |s: &str| {
+        policy
+            .decide(&CommandSpec::Shell(s.to_string()), &ctx)
+            .unwrap()
+            .needs_key
+    };
+    assert!(needs_key("git commit -m 'fix parser'"));
+    assert!(needs_key("python3 -m pytest -q && git add src/lib.rs"));
+    for ordinary in [
+        "python3 -m pytest -q",
+        "cargo test",
+        "touch notes.txt",
+        "git status",
+    ] {
+        assert!(!needs_key(ordinary), "{ordinary}");
+    }
+}
