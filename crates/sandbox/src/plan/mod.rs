@@ -5,6 +5,7 @@
 //! `crate::sandbox` assembles them.
 
 pub(crate) mod cgroup;
+pub(crate) mod identity;
 pub(crate) mod landlock;
 pub(crate) mod mounts;
 pub(crate) mod privs;
