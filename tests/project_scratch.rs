@@ -6,10 +6,11 @@ mod contain_common;
 
 use contain_common::*;
 
-/// A root outside `/tmp`: the sandbox leaves a scratch directory with
-/// the root beneath it the host's.
+/// A root outside `/tmp` (the sandbox leaves a scratch directory with the
+/// root beneath it the host's), in `/var/tmp`, which every user can
+/// reach whatever the checkout's own directories allow.
 fn project(dep: Deployment) -> Project {
-    let parent = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let parent = std::path::Path::new("/var/tmp");
     Project::with_tables_in(dep, false, "", "", Some(parent))
 }
 

@@ -14,7 +14,7 @@ use contain_common::*;
 fn fake_home() -> tempfile::TempDir {
     let home = tempfile::Builder::new()
         .prefix("ae-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in("/var/tmp")
         .unwrap();
     let h = home.path();
     for d in [".cargo/bin", ".cargo/registry", ".rustup", ".local/bin"] {
