@@ -9,8 +9,14 @@ that routes every answer to the caller waiting on its id.
     client = Client("/run/agent-exec/agent-exec.sock")
     print(client.describe()["policy"])
     r = client.run_shell("ls -l", session="task-1")
-    r = client.run_shell("touch notes.txt", idempotency_key="task-1-step-3")
+    r = client.run_shell("git commit -qm 'fix'", session="task-1", retries=3)
     client.close()
+
+Idempotency keys: `run_shell` makes a fresh key for every logical call
+(unless given one) and sends that same key again when it retries the call
+after a `BUSY` answer, so a retried commit is applied once. The daemon
+requires a key only for calls its policy marks `needs_key` (commits and
+the like); ordinary calls with a key are deduplicated all the same.
 
 Command line:
 
@@ -26,6 +32,8 @@ import json
 import socket
 import sys
 import threading
+import time
+import uuid
 
 
 class DaemonGone(Exception):
@@ -154,15 +162,29 @@ class Client:
             raise RuntimeError(answer.get("message"))
         return json.loads(answer["stdout"])
 
+    @staticmethod
+    def new_key():
+        """A fresh idempotency key: one per logical call, reused on its retries."""
+        return "py-" + uuid.uuid4().hex
+
     def run_shell(self, command, cwd=None, timeout_ms=None, stdin=None, output_chars=None,
-                  session=None, idempotency_key=None, request_id=None):
+                  session=None, idempotency_key=None, request_id=None, retries=0):
+        """Runs one command. Every call carries an idempotency key (a fresh
+        one unless given), and a retry after `BUSY` sends the same key, so
+        the daemon applies the call at most once."""
         args = {"command": command}
         for name, value in (("cwd", cwd), ("timeout_ms", timeout_ms), ("stdin", stdin),
                             ("output_chars", output_chars)):
             if value is not None:
                 args[name] = value
-        return self.request("run_shell", args, session=session,
-                            idempotency_key=idempotency_key, request_id=request_id)
+        key = idempotency_key if idempotency_key is not None else self.new_key()
+        for attempt in range(retries + 1):
+            answer = self.request("run_shell", args, session=session,
+                                  idempotency_key=key, request_id=request_id)
+            if answer.get("error_type") != "BUSY" or attempt == retries:
+                return answer
+            time.sleep(min(0.05 * 2 ** attempt, 1.0))
+        return answer
 
 
 def self_test(client, prefix):
@@ -182,6 +204,14 @@ def self_test(client, prefix):
     check(first.get("ok"), "mutating call with a key runs", first)
     again = client.run_shell("touch made-by-client.txt", idempotency_key=key, session=prefix)
     check(again.get("duplicate") is True, "the repeated key answers the stored result", again)
+
+    # Without a key of the caller's, each logical call gets its own: the
+    # same command sent twice runs twice.
+    one = client.run_shell("touch auto-key.txt", session=prefix)
+    two = client.run_shell("touch auto-key.txt", session=prefix)
+    check(one.get("ok") and two.get("ok") and not two.get("duplicate"),
+          "calls without a given key are distinct calls", two)
+    check(Client.new_key() != Client.new_key(), "keys are fresh")
 
     bad = client.request("run_shell", {"command": "echo x", "timeout_ms": "5"})
     check(bad.get("error_type") == "INVALID_ARGUMENTS" and "args.timeout_ms" in bad["message"],
@@ -241,7 +271,7 @@ def main(argv=None):
             return 0
         if a.cmd == "run":
             r = client.run_shell(a.command, cwd=a.cwd, timeout_ms=a.timeout_ms,
-                                 session=a.session, idempotency_key=a.key)
+                                 session=a.session, idempotency_key=a.key, retries=3)
             print(json.dumps(r))
             return 0 if r.get("ok") else 1
         if a.cmd == "session":

@@ -73,7 +73,7 @@ struct Target {
 struct RunArgs {
     #[command(flatten)]
     target: Target,
-    /// Wall-clock limit in milliseconds (can only tighten the policy's).
+    /// Wall-clock limit in milliseconds, up to the policy's max_timeout_ms.
     #[arg(long, value_name = "N")]
     timeout_ms: Option<u64>,
     /// Characters kept per output stream (can only tighten the policy's).

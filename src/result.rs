@@ -31,6 +31,14 @@ pub enum ErrorType {
     /// The run passed its memory cap and the kernel killed processes of it.
     MemoryLimit,
     SandboxViolation,
+    /// A name lookup or connection failed because the run has no network
+    /// (beyond the loopback ports a policy allows).
+    NetworkDisabled,
+    /// Exit status 1 of `grep` (and `egrep`, `fgrep`, `rg`), `diff`, `cmp`,
+    /// `test` or `[` with nothing on stderr: no match, the inputs differ,
+    /// or the condition is false. An answer, not a failure; `ok` is still
+    /// false, as the status is not 0.
+    NoMatch,
     SandboxUnavailable,
     BudgetExhausted,
     Busy,
@@ -67,6 +75,8 @@ impl ErrorType {
             | ErrorType::Busy
             | ErrorType::PermissionDenied
             | ErrorType::SandboxViolation
+            | ErrorType::NetworkDisabled
+            | ErrorType::NoMatch
             | ErrorType::KilledBySignal
             | ErrorType::ApprovalPending
             | ErrorType::ApprovalMismatch => true,
@@ -133,6 +143,12 @@ impl ErrorType {
             }
             ErrorType::SandboxViolation => {
                 "The sandbox blocked an operation (a path outside the root, the network, or a privileged call). Stay inside the project root and work offline."
+            }
+            ErrorType::NetworkDisabled => {
+                "This sandbox has no network, so retrying will not help. Work offline: use what is installed or vendored in the project, or ask the user to fetch it outside."
+            }
+            ErrorType::NoMatch => {
+                "Not an error: the command ran correctly and answered no (no match, the inputs differ, or the condition is false). Act on that answer."
             }
             ErrorType::SandboxUnavailable => {
                 "The kernel sandbox could not be set up on this host, so nothing ran. An operator must fix the host or the policy's enforcement setting."
@@ -369,11 +385,13 @@ impl ToolResult {
             None => self.exit_code.unwrap_or(0),
             Some(ErrorType::NonzeroExit) => self.exit_code.unwrap_or(1),
             Some(ErrorType::KilledBySignal) => 128 + self.signal.unwrap_or(0),
-            Some(ErrorType::SandboxViolation) => match (self.exit_code, self.signal) {
-                (Some(code), _) => code,
-                (None, Some(sig)) => 128 + sig,
-                (None, None) => 125,
-            },
+            Some(ErrorType::SandboxViolation | ErrorType::NetworkDisabled | ErrorType::NoMatch) => {
+                match (self.exit_code, self.signal) {
+                    (Some(code), _) => code,
+                    (None, Some(sig)) => 128 + sig,
+                    (None, None) => 125,
+                }
+            }
             Some(other) => other.cli_exit_code(),
         }
     }

@@ -159,6 +159,7 @@ fn story_tells_calls_decisions_and_results_with_optional_colour() {
         token: Some("sudo".into()),
         read_only: false,
         needs_shell: false,
+        needs_key: false,
         injected: Vec::new(),
     };
     t.policy_decision("c1", &d, false, None);

@@ -29,6 +29,7 @@ fn allow() -> Decision {
         token: None,
         read_only: true,
         needs_shell: false,
+        needs_key: false,
         injected: Vec::new(),
     }
 }

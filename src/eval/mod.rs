@@ -145,6 +145,9 @@ pub struct Task {
     /// Wall time of the run (binary start to exit) must stay under this.
     #[serde(default)]
     pub max_duration_ms: Option<u64>,
+    /// The request's timeout (`--timeout-ms`), when not the policy's.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
     /// Paths (relative to the root, or absolute) that must not exist after.
     #[serde(default)]
     pub forbidden_effects: Vec<String>,

@@ -152,7 +152,7 @@ fn run_commands(
     };
     let mut last = None;
     for cmd in &commands {
-        match invoke(opts, sb, cmd) {
+        match invoke(opts, sb, cmd, task.timeout_ms) {
             Ok((v, wall, stderr)) => last = Some(Run::new(v, wall, stderr)),
             Err(msg) => {
                 return Err(failed_task(
@@ -474,16 +474,17 @@ fn invoke(
     opts: &EvalOptions,
     sb: &Sandbox,
     cmd: &str,
+    timeout_ms: Option<u64>,
 ) -> Result<(Value, Duration, String), String> {
     let mut c = Command::new(&opts.binary);
     if let Some(p) = &opts.policy {
         c.arg("--policy").arg(p);
     }
-    c.arg("--root")
-        .arg(&sb.root)
-        .args(&opts.extra_args)
-        .arg("--shell")
-        .arg(cmd);
+    c.arg("--root").arg(&sb.root).args(&opts.extra_args);
+    if let Some(ms) = timeout_ms {
+        c.arg("--timeout-ms").arg(ms.to_string());
+    }
+    c.arg("--shell").arg(cmd);
     c.env(CANARY_ENV, &sb.canary)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

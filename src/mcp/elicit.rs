@@ -153,6 +153,7 @@ mod tests {
             read_only: false,
             needs_shell: true,
             injected: Vec::new(),
+            needs_key: false,
         };
         let cmd = CommandSpec::Shell("rm -rf x\u{200b} # \r\x1b[1Acat README.md".into());
         let req = ApprovalRequest {
@@ -183,6 +184,7 @@ mod tests {
             read_only: false,
             needs_shell: false,
             injected: Vec::new(),
+            needs_key: false,
         };
         let cmd = CommandSpec::Argv(vec!["true".into()]);
         let req = ApprovalRequest {

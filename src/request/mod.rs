@@ -12,7 +12,8 @@ pub struct RunRequest {
     pub command: CommandSpec,
     /// Working directory relative to (or inside) the root.
     pub cwd: Option<String>,
-    /// May only tighten the policy's timeout.
+    /// Any timeout up to the policy's `max_timeout_ms` (default: its
+    /// `timeout_ms`).
     pub timeout_ms: Option<u64>,
     pub stdin: Option<String>,
     /// May only tighten the policy's per-stream character limit.

@@ -167,6 +167,7 @@ mod tests {
             token: None,
             read_only: false,
             needs_shell: false,
+            needs_key: false,
             injected: Vec::new(),
         };
         let argv = CommandSpec::Argv(vec!["rm".into(), "a file".into()]);
@@ -191,6 +192,7 @@ mod tests {
             token: None,
             read_only: false,
             needs_shell: true,
+            needs_key: false,
             injected: Vec::new(),
         };
         // Erase the line, go up, and print a harmless-looking prompt over

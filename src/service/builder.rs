@@ -134,8 +134,10 @@ impl ServiceBuilder {
         self
     }
 
-    /// Refuse mutating calls that carry no idempotency key (the daemon
-    /// does: a client that retries must not apply a change twice).
+    /// Refuse calls the policy marks `needs_key` (state changed beyond
+    /// ordinary work: commits, history) that carry no idempotency key (the
+    /// daemon does: a client that retries must not apply such a change
+    /// twice). Other mutating calls may carry a key and are deduplicated.
     pub fn require_idempotency(mut self, required: bool) -> Self {
         self.require_idempotency = required;
         self
@@ -210,8 +212,17 @@ impl ServiceBuilder {
             Some(source) => Some(load_replay(source, &self.policy)?),
             None => None,
         };
+        let project_env = super::project_env::ProjectEnv::new(&self.policy, &root);
+        let mut config = sandbox_config(&self.policy.sandbox);
+        let extra_read = project_env
+            .shim_dir
+            .iter()
+            .chain(&project_env.toolchain_read);
+        config
+            .read
+            .extend(extra_read.map(|p| p.to_string_lossy().into_owned()));
         // The one place a service's sandbox is prepared.
-        let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&self.policy.sandbox), &root)?;
+        let sandbox = Sandbox::prepare(supervisor, &config, &root)?;
         let (store, approvals): (Option<Arc<dyn StateStore>>, _) = match self.state {
             Some(StoreTarget::Dir(dir)) => {
                 let sqlite = Arc::new(SqliteStore::open(&dir)?);
@@ -248,6 +259,7 @@ impl ServiceBuilder {
             trace,
             replay,
             base_env,
+            project_env,
             shell: find_shell(),
         })
     }
@@ -386,6 +398,7 @@ pub fn sandbox_config(p: &SandboxPolicy) -> agent_exec_sandbox::SandboxConfig {
         allow_unix_sockets: p.unix_sockets,
         run_as: p.run_as.clone(),
         allow_root_child: p.allow_root_child,
+        root_owned_as_root: p.root_owned_child == crate::policy::RootOwnedChild::Root,
         rlimit_nofile: p.rlimit_nofile,
         rlimit_fsize_bytes: p.rlimit_fsize_bytes,
         rlimit_as_bytes: p.rlimit_as_bytes,

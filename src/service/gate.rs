@@ -108,14 +108,19 @@ impl Service {
         }
     }
 
-    /// Reserves the call's idempotency key, or answers from it. A mutating
-    /// call without a key is refused where keys are required (the daemon).
+    /// Reserves the call's idempotency key, or answers from it. Where keys
+    /// are required (the daemon), a call the policy marks as changing
+    /// state beyond ordinary work (a rule with `needs_key`: commits,
+    /// history) is refused without one; any other mutating call may carry
+    /// one and is then deduplicated.
     fn reserve_key<'a>(&self, call: &GateCall<'a>) -> Result<Option<&'a str>, Stop<'a>> {
         let key = call.req.idempotency_key.as_deref();
-        if self.require_idempotency && key.is_none() {
-            return Err(Refusal::InvalidArguments(
-                "args: this command changes state, so the request must carry an idempotency_key (8-128 characters) that you reuse only to retry the same call".into(),
-            )
+        if self.require_idempotency && call.decision.needs_key && key.is_none() {
+            return Err(Refusal::InvalidArguments(format!(
+                "args: `{}` changes state beyond ordinary work (rule {}), so the request must carry an idempotency_key (8-128 characters): make one per logical call and reuse it only to retry that same call",
+                call.decision.token.as_deref().unwrap_or("this command"),
+                call.decision.rule
+            ))
             .into());
         }
         let (Some(store), Some(key)) = (&self.store, key) else {

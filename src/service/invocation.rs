@@ -40,6 +40,7 @@ impl BaseEnv {
                 continue;
             };
             match policy.env_fate(k) {
+                EnvFate::Pass if crate::policy::is_secret_value(v) => scrubbed.push(k.to_string()),
                 EnvFate::Secret => scrubbed.push(k.to_string()),
                 EnvFate::Pass if !OWN_NAMES.contains(&k) => {
                     entries.push((k.to_string(), v.to_string()))
@@ -48,7 +49,7 @@ impl BaseEnv {
             }
         }
         for (k, v) in &policy.env.set {
-            if policy.is_secret_name(k) {
+            if policy.is_secret_name(k) || crate::policy::is_secret_value(v) {
                 scrubbed.push(k.clone());
             } else if !OWN_NAMES.contains(&k.as_str()) {
                 entries.retain(|(n, _)| n != k);
@@ -104,7 +105,8 @@ impl Service {
             return Err(Refusal::Internal("cwd contains a NUL byte".into()));
         };
         let limits = &self.policy.limits;
-        // Requests may only tighten the policy's limits.
+        // A request may shorten the output limit, and choose its timeout
+        // up to the policy's maximum (validation refused anything above).
         let output_chars = req
             .output_chars
             .map_or(limits.output_chars, |n| n.min(limits.output_chars));
@@ -144,14 +146,28 @@ impl Service {
                 env.push(c);
             }
         };
-        push("PATH", &self.policy.env.path);
+        push("PATH", &self.project_env.path);
         for (k, v) in &self.base_env.entries {
             push(k, v);
+        }
+        for (k, v) in &self.project_env.env {
+            push(k, v);
+        }
+        if let Some(venv) = self.project_env.virtual_env()
+            && !self
+                .base_env
+                .entries
+                .iter()
+                .any(|(k, _)| k == "VIRTUAL_ENV")
+        {
+            push("VIRTUAL_ENV", &venv.to_string_lossy());
         }
         let home = run.home().to_string_lossy().into_owned();
         push("HOME", &home);
         push("TMPDIR", &home);
-        for (k, v) in run.extra_env() {
+        let mut extra = run.extra_env();
+        add_git_config(&mut extra, &self.project_env.git_identity);
+        for (k, v) in extra {
             push(&k, &v);
         }
         env
@@ -197,10 +213,10 @@ impl Service {
         let program: PathBuf = if first.contains('/') {
             cwd.join(first)
         } else {
-            crate::policy::resolve_program(first, &self.policy.env.path).ok_or_else(|| {
+            crate::policy::resolve_program(first, &self.project_env.path).ok_or_else(|| {
                 Refusal::ProgramNotFound {
                     program: first.clone(),
-                    path: self.policy.env.path.clone(),
+                    path: self.project_env.path.clone(),
                 }
             })?
         };
@@ -252,6 +268,26 @@ fn ran_as(command: &CommandSpec, decision: &Decision) -> Option<String> {
         "ran as `{text}`: the policy runs read-only programs in their safe mode ({})",
         added.join(", ")
     ))
+}
+
+/// Appends git configuration entries to the `GIT_CONFIG_COUNT` list the
+/// sandbox started (entries git reads as if from a configuration file the
+/// child cannot change for other runs).
+fn add_git_config(env: &mut Vec<(String, String)>, entries: &[(String, String)]) {
+    if entries.is_empty() {
+        return;
+    }
+    let count_at = env.iter().position(|(k, _)| k == "GIT_CONFIG_COUNT");
+    let mut n: usize = count_at.and_then(|i| env[i].1.parse().ok()).unwrap_or(0);
+    for (key, value) in entries {
+        env.push((format!("GIT_CONFIG_KEY_{n}"), key.clone()));
+        env.push((format!("GIT_CONFIG_VALUE_{n}"), value.clone()));
+        n += 1;
+    }
+    match count_at {
+        Some(i) => env[i].1 = n.to_string(),
+        None => env.push(("GIT_CONFIG_COUNT".into(), n.to_string())),
+    }
 }
 
 /// The first bash of [`crate::policy::SHELL_PATHS`] the host has.

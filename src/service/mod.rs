@@ -18,6 +18,7 @@
 //!
 //! [`terminal`] makes request text and output safe to show a person.
 
+mod answer;
 mod approve;
 mod builder;
 mod check;
@@ -27,9 +28,11 @@ mod ids;
 mod invocation;
 mod outcome;
 mod pending;
+mod project_env;
 mod refusal;
 mod schema;
 pub mod terminal;
+mod toolchains;
 mod validate;
 
 use std::ffi::CString;
@@ -95,6 +98,8 @@ pub struct Service {
     trace: Option<Arc<dyn TraceSink>>,
     replay: Option<Replay>,
     base_env: BaseEnv,
+    /// The run's PATH, virtualenv and git identity.
+    project_env: project_env::ProjectEnv,
     /// bash, for requests that need a shell; None when the host has none.
     shell: Option<CString>,
     /// Out-of-band approvals, with a state directory.
@@ -179,7 +184,9 @@ impl Service {
                     call_id,
                     root: self.checker.root(),
                     needs_shell: decision.needs_shell,
+                    last_program: answer::last_program(&req.command),
                     hard_limit_bytes: self.policy.limits.output_hard_limit_bytes,
+                    max_timeout_ms: self.policy.limits.max_timeout_ms,
                     started,
                 };
                 let mut r = outcome::run(inv, &ctx, cancel);

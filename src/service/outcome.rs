@@ -9,6 +9,7 @@ use crate::result::{ErrorType, ToolResult};
 use crate::sandbox::SpawnError;
 use crate::sandbox::{
     self, CancelToken, ExecError, ExecOutcome, MemoryLimitHit, RootAccess, Termination,
+    ViolationKind,
 };
 
 /// What the classifier needs to know besides the outcome itself.
@@ -18,7 +19,11 @@ pub(crate) struct RunContext<'a> {
     /// The command ran under `bash -p -c`, so exit 127 is the shell's "not
     /// found".
     pub(crate) needs_shell: bool,
+    /// The program whose status is the command's (see `answer`).
+    pub(crate) last_program: Option<String>,
     pub(crate) hard_limit_bytes: u64,
+    /// The longest timeout a request may ask for, for the timeout message.
+    pub(crate) max_timeout_ms: u64,
     /// When the pipeline started building the run: spawn failures report
     /// the time spent up to them.
     pub(crate) started: Instant,
@@ -34,8 +39,15 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
         ran_as,
     } = inv;
     let read_only = spec.sandbox.root_access() == RootAccess::ReadOnly;
+    // The run's user cannot write the root (a `run_as` or `nobody` child
+    // of a project it does not own): a refused write there is the setup's.
+    let root_unwritable = sandbox
+        .warnings
+        .iter()
+        .any(|w| w.contains("cannot write the root"))
+        .then_some(sandbox.uid);
     let mut result = match sandbox::run(spec, cancel) {
-        Ok(outcome) => classify(outcome, timeout_ms, read_only, ctx),
+        Ok(outcome) => classify(outcome, timeout_ms, read_only, root_unwritable, ctx),
         Err(e) => spawn_failure(e, ctx.call_id),
     };
     if let Some(ran_as) = ran_as {
@@ -54,8 +66,15 @@ pub(crate) fn run(inv: Invocation, ctx: &RunContext<'_>, cancel: &CancelToken) -
 }
 
 /// The result of a command that ran, from how it ended. `read_only`: the
-/// run could not write the root.
-fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'_>) -> ToolResult {
+/// run could not write the root; `root_unwritable`: the run's uid, when
+/// it cannot write the root at all.
+fn classify(
+    o: ExecOutcome,
+    timeout_ms: u64,
+    read_only: bool,
+    root_unwritable: Option<u32>,
+    ctx: &RunContext<'_>,
+) -> ToolResult {
     let mut r = ToolResult::success(ctx.call_id);
     r.duration_ms = o.duration.as_millis() as u64;
     r.stdout = o.stdout.text;
@@ -69,9 +88,14 @@ fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'
     // A failure the sandbox caused (EACCES under Landlock, SIGSYS from
     // seccomp) is told apart from the command's own, naming what was
     // blocked, so the model does not retry the same thing.
-    let violation = || {
-        sandbox::attribute_violation(o.exit_code, o.signal, &r.stderr, ctx.root)
-            .or_else(|| read_only.then(|| refused_write(&r.stderr)).flatten())
+    let violation = || match sandbox::classify_violation(o.signal, &r.stderr, ctx.root) {
+        Some(v) if v.kind == ViolationKind::Network => Some((ErrorType::NetworkDisabled, v.detail)),
+        Some(v) => Some((ErrorType::SandboxViolation, v.detail)),
+        None => read_only
+            .then(|| refused_write(&r.stderr))
+            .flatten()
+            .or_else(|| root_unwritable.and_then(|uid| unwritable_root(uid, &r.stderr)))
+            .map(|d| (ErrorType::SandboxViolation, d)),
     };
     // The cap killed part of the run: whatever the rest did afterwards
     // (failed, hung until the deadline, or even exited 0 without the
@@ -84,12 +108,17 @@ fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'
         return r;
     }
     let (error_type, message) = match o.termination {
-        Termination::Exited(0) => return r,
+        Termination::Exited(0) => {
+            // A pipeline's status is its last command's: an earlier one
+            // the sandbox refused is said, and the call still succeeded.
+            if let Some((_, v)) = violation() {
+                r.message =
+                    format!("exit status 0, but the sandbox refused part of the command: {v}");
+            }
+            return r;
+        }
         Termination::Exited(code) => match violation() {
-            Some(v) => (
-                ErrorType::SandboxViolation,
-                format!("exit status {code}: {v}"),
-            ),
+            Some((kind, v)) => (kind, format!("exit status {code}: {v}")),
             None if code == 127 && ctx.needs_shell => (
                 ErrorType::CommandNotFound,
                 "exit status 127: the shell could not find a program (see stderr)".into(),
@@ -98,20 +127,18 @@ fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'
                 ErrorType::NonzeroExit,
                 "exit status 126: a program could not be executed (see stderr)".into(),
             ),
-            None => (ErrorType::NonzeroExit, format!("exit status {code}")),
+            None => match super::answer::no_match(ctx.last_program.as_deref(), code, &r.stderr) {
+                Some(m) => (ErrorType::NoMatch, m),
+                None => (ErrorType::NonzeroExit, format!("exit status {code}")),
+            },
         },
         Termination::Signaled(sig) => match violation() {
-            Some(v) => (
-                ErrorType::SandboxViolation,
-                format!("killed by signal {sig}: {v}"),
-            ),
+            Some((kind, v)) => (kind, format!("killed by signal {sig}: {v}")),
             None => (ErrorType::KilledBySignal, format!("killed by signal {sig}")),
         },
         Termination::TimedOut => (
             ErrorType::CommandTimeout,
-            format!(
-                "timed out after {timeout_ms} ms; the command and all its children were killed"
-            ),
+            timeout_message(timeout_ms, ctx.max_timeout_ms),
         ),
         Termination::OutputLimit => (
             ErrorType::OutputLimit,
@@ -127,6 +154,18 @@ fn classify(o: ExecOutcome, timeout_ms: u64, read_only: bool, ctx: &RunContext<'
     };
     r.set_error(error_type, message);
     r
+}
+
+/// What a timeout did, and how much longer a request may ask for.
+fn timeout_message(timeout_ms: u64, max_timeout_ms: u64) -> String {
+    let more = if timeout_ms < max_timeout_ms {
+        format!(
+            "; this policy allows up to {max_timeout_ms} ms: send the request again with a larger timeout_ms (CLI: --timeout-ms)"
+        )
+    } else {
+        format!("; that is this policy's maximum (max_timeout_ms = {max_timeout_ms})")
+    };
+    format!("timed out after {timeout_ms} ms; the command and all its children were killed{more}")
 }
 
 /// What the memory cap did, and how the run ended after it.
@@ -163,6 +202,19 @@ fn refused_write(stderr: &str) -> Option<String> {
     let clipped: String = line.chars().take(200).collect();
     Some(format!(
         "a write was refused: this run could only read the project (the policy classes the command read-only, or the policy itself is read-only): {clipped}"
+    ))
+}
+
+/// A write refused in a root the run's uid cannot write: the setup chose
+/// that uid, so it is said, with what to change.
+fn unwritable_root(uid: u32, stderr: &str) -> Option<String> {
+    let line = stderr
+        .lines()
+        .take(200)
+        .find(|l| l.to_ascii_lowercase().contains("permission denied"))?;
+    let clipped: String = line.chars().take(200).collect();
+    Some(format!(
+        "the run's user (uid {uid}) cannot write the project root, so its writes are refused; the operator can give the project to that user or set sandbox.run_as to its owner: {clipped}"
     ))
 }
 
@@ -228,12 +280,29 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_names_the_maximum_and_how_to_ask_for_it() {
+        let m = timeout_message(120_000, 600_000);
+        assert!(m.starts_with("timed out after 120000 ms"), "{m}");
+        assert!(
+            m.contains("up to 600000 ms") && m.contains("--timeout-ms"),
+            "{m}"
+        );
+        let m = timeout_message(600_000, 600_000);
+        assert!(
+            m.contains("this policy's maximum (max_timeout_ms = 600000)"),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn a_kill_by_the_memory_cap_is_reported_however_the_run_ended() {
         let ctx = RunContext {
             call_id: "c",
             root: Path::new("/nonexistent"),
             needs_shell: true,
+            last_program: None,
             hard_limit_bytes: 1 << 20,
+            max_timeout_ms: 2000,
             started: Instant::now(),
         };
         let hit = MemoryLimitHit {
@@ -246,7 +315,7 @@ mod tests {
             Termination::Signaled(9),
             Termination::TimedOut,
         ] {
-            let r = classify(outcome(end, Some(hit)), 1000, false, &ctx);
+            let r = classify(outcome(end, Some(hit)), 1000, false, None, &ctx);
             assert_eq!(r.error_type, Some(ErrorType::MemoryLimit), "{end:?}");
             assert!(!r.ok && r.recoverable);
             assert!(r.message.contains("256 MiB"), "{}", r.message);
@@ -259,13 +328,26 @@ mod tests {
             outcome(Termination::Cancelled, Some(hit)),
             1000,
             false,
+            None,
             &ctx,
         );
         assert_eq!(r.error_type, Some(ErrorType::Cancelled));
         // No kill by the cap: as before.
-        let r = classify(outcome(Termination::Signaled(9), None), 1000, false, &ctx);
+        let r = classify(
+            outcome(Termination::Signaled(9), None),
+            1000,
+            false,
+            None,
+            &ctx,
+        );
         assert_eq!(r.error_type, Some(ErrorType::KilledBySignal));
-        let r = classify(outcome(Termination::Exited(0), None), 1000, false, &ctx);
+        let r = classify(
+            outcome(Termination::Exited(0), None),
+            1000,
+            false,
+            None,
+            &ctx,
+        );
         assert!(r.ok);
     }
 }

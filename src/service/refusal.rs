@@ -291,6 +291,7 @@ mod tests {
             token: Some("tok".into()),
             read_only: false,
             needs_shell: false,
+            needs_key: false,
             injected: Vec::new(),
         }
     }

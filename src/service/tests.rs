@@ -40,6 +40,15 @@ risk = "low"
 reason = "creates files in the project"
 program = "touch"
 writes = "operands"
+needs_key = true
+
+[[rule]]
+id = "mkdir"
+action = "allow"
+risk = "low"
+reason = "makes directories in the project"
+program = "mkdir"
+writes = "operands"
 
 [[rule]]
 id = "uname"
@@ -203,10 +212,16 @@ fn a_state_store_keeps_keys_and_budgets_for_mutating_calls_only() {
     assert!(call(&s, RunRequest::shell("echo hi")).ok);
     assert!(store.charged.lock().unwrap().is_empty());
 
+    // A call the policy marks needs_key is refused without one...
     let missing = call(&s, RunRequest::shell("touch a"));
     assert_eq!(missing.error_type, Some(ErrorType::InvalidArguments));
     assert!(missing.message.starts_with("args:"), "{}", missing.message);
     assert!(!root.path().join("a").exists());
+    // ...an ordinary mutating call runs without one, and is charged.
+    let plain = call(&s, RunRequest::shell("mkdir d"));
+    assert!(plain.ok, "{plain:?}");
+    assert!(root.path().join("d").is_dir());
+    store.charged.lock().unwrap().clear();
 
     let first = call(&s, keyed("touch a", "key-0001"));
     assert!(first.ok, "{first:?}");

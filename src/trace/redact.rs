@@ -14,11 +14,6 @@ use serde_json::Value;
 /// What replaces a secret. Stable so tests and readers can count hits.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Variable names whose values are treated as secrets: the policy's
-/// default `secret_pattern`, so the child's scrubbed environment and the
-/// trace agree on what a secret is.
-const SECRET_NAME: &str = agent_exec_policy::DEFAULT_SECRET_PATTERN;
-
 /// Values shorter than this are not scrubbed literally: replacing every `1`
 /// or `on` in a trace would destroy it without protecting anything.
 const MIN_LITERAL_LEN: usize = 6;
@@ -62,12 +57,13 @@ static AUTH_SCHEME: LazyLock<Regex> =
 /// Credentials embedded in URLs: `scheme://user:password@host`.
 static URL_CREDENTIALS: LazyLock<Regex> = LazyLock::new(|| re(r"(://[^/\s:@]+:)([^/\s@]+)(@)"));
 
-/// `NAME=value`, `NAME: value`, `"name": "value"` where NAME looks secret.
+/// `NAME=value`, `NAME: value`, `"name": "value"` where NAME contains a
+/// word secret names are made of; redacted where NAME is secret by
+/// [`is_secret_name`] (`GIT_AUTHOR_NAME` has `auth` in it, and is not).
 static NAMED_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    re(&format!(
-        r#"(?i)([A-Za-z0-9_.\-]*(?:{words})[A-Za-z0-9_.\-]*"?)(\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;|"',}}]+)"#,
-        words = agent_exec_policy::SECRET_NAME_WORDS,
-    ))
+    re(
+        r#"(?i)([A-Za-z0-9_.\-]*(?:key|token|secret|auth|cookie|bearer|private|pass|pwd|cred|jwt)[A-Za-z0-9_.\-]*)("?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&;|"',}]+)"#,
+    )
 });
 
 /// `--password value`, `--token value` (the space-separated flag form).
@@ -78,8 +74,6 @@ static SECRET_FLAG: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static LONG_TOKEN: LazyLock<Regex> = LazyLock::new(|| re(r"[A-Za-z0-9+_\-=]{24,}"));
-
-static SECRET_NAME_RE: LazyLock<Regex> = LazyLock::new(|| re(SECRET_NAME));
 
 /// Redacts strings before they are written. Built once per trace.
 #[derive(Debug, Clone, Default)]
@@ -134,7 +128,10 @@ impl Redactor {
             format!("{}{}{REDACTED}", &c[1], &c[2])
         });
         out = apply(out, &NAMED_VALUE, |c| {
-            if &c[3] == REDACTED || c[3].trim_matches(['"', '\'']) == REDACTED {
+            if !is_secret_name(&c[1])
+                || &c[3] == REDACTED
+                || c[3].trim_matches(['"', '\'']) == REDACTED
+            {
                 c[0].to_string()
             } else {
                 format!("{}{}{REDACTED}", &c[1], &c[2])
@@ -181,9 +178,11 @@ impl Redactor {
     }
 }
 
-/// Whether a variable or field name looks like it holds a secret.
+/// Whether a variable or field name looks like it holds a secret: the
+/// policy crate's matcher, so the child's scrubbed environment and the
+/// trace agree on what a secret is.
 pub fn is_secret_name(name: &str) -> bool {
-    SECRET_NAME_RE.is_match(name)
+    agent_exec_policy::is_secret_name(name)
 }
 
 fn apply<'a>(input: Cow<'a, str>, re: &Regex, rep: impl Fn(&Captures) -> String) -> Cow<'a, str> {
@@ -276,6 +275,21 @@ mod tests {
         );
         let out = r(r#"{"password": "pw-value-1"}"#);
         assert!(!out.contains("pw-value-1"), "{out}");
+    }
+
+    #[test]
+    fn names_that_only_look_alike_keep_their_values() {
+        let out = r(
+            "GIT_AUTHOR_NAME=adalove KEYBOARD_LAYOUT=dvorak-x NPM_TOKEN=npm0abc123 apiKey: k3y-v4lue",
+        );
+        assert!(out.contains("GIT_AUTHOR_NAME=adalove"), "{out}");
+        assert!(out.contains("KEYBOARD_LAYOUT=dvorak-x"), "{out}");
+        assert!(out.contains("NPM_TOKEN=[REDACTED]"), "{out}");
+        assert!(out.contains("apiKey: [REDACTED]"), "{out}");
+        assert!(
+            !out.contains("npm0abc123") && !out.contains("k3y-v4lue"),
+            "{out}"
+        );
     }
 
     #[test]

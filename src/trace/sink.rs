@@ -167,6 +167,7 @@ mod tests {
             token: None,
             read_only: true,
             needs_shell: false,
+            needs_key: false,
             injected: Vec::new(),
         };
         sink.tool_call(

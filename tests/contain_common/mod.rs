@@ -39,7 +39,8 @@ pub fn is_root() -> bool {
 /// Who supervises and who the child runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deployment {
-    /// A root supervisor on a root-owned project: the child is `nobody`.
+    /// A root supervisor on a root-owned project: the child is uid 0
+    /// without capabilities.
     RootOnRootProject,
     /// A root supervisor on a project of an ordinary user: the child is
     /// that user.
@@ -73,7 +74,7 @@ impl Deployment {
     /// The uid the sandboxed child gets.
     pub fn child_uid(self) -> u32 {
         match self {
-            Deployment::RootOnRootProject => NOBODY,
+            Deployment::RootOnRootProject => 0,
             _ if is_root() => ORDINARY,
             _ => nix::unistd::Uid::effective().as_raw(),
         }
@@ -110,7 +111,39 @@ impl Project {
 
     /// As `new`, with `extra` lines appended to the `[sandbox]` table.
     pub fn with_sandbox(dep: Deployment, unix_sockets: bool, extra: &str) -> Project {
-        let root = tempdir("ae-contain-root-", 0o755);
+        Project::with_tables(dep, unix_sockets, "", extra)
+    }
+
+    /// As `with_sandbox`, with `env` lines (`path` included) as the
+    /// `[env]` table when not empty.
+    pub fn with_tables(dep: Deployment, unix_sockets: bool, env: &str, extra: &str) -> Project {
+        Project::with_tables_in(dep, unix_sockets, env, extra, None)
+    }
+
+    /// As `with_tables`, the root made in `parent` (default: the temp
+    /// directory).
+    pub fn with_tables_in(
+        dep: Deployment,
+        unix_sockets: bool,
+        env: &str,
+        extra: &str,
+        parent: Option<&Path>,
+    ) -> Project {
+        let env = match env {
+            "" => "path = \"/usr/local/bin:/usr/bin:/bin\"\n",
+            given => given,
+        };
+        let root = match parent {
+            Some(dir) => {
+                let d = tempfile::Builder::new()
+                    .prefix("ae-contain-root-")
+                    .tempdir_in(dir)
+                    .unwrap();
+                std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+                d
+            }
+            None => tempdir("ae-contain-root-", 0o755),
+        };
         let policy_dir = tempdir("ae-contain-policy-", 0o755);
         // An ordinary user gets a run cgroup only where a subtree is
         // delegated to it, and strict enforcement requires one unless the
@@ -125,7 +158,7 @@ impl Project {
              default = \"allow\"\n\
              default_risk = \"low\"\n\
              [env]\n\
-             path = \"/usr/local/bin:/usr/bin:/bin\"\n\
+             {env}\
              [limits]\n\
              timeout_ms = 30000\n\
              [sandbox]\n\
@@ -149,6 +182,11 @@ impl Project {
         self.root.path()
     }
 
+    /// The policy file the CLI is given.
+    pub fn policy_file(&self) -> PathBuf {
+        self.policy_dir.path().join("policy.toml")
+    }
+
     pub fn child_uid(&self) -> u32 {
         self.dep.child_uid()
     }
@@ -160,23 +198,63 @@ impl Project {
         }
     }
 
-    /// Writes a file into the root, owned like the root, readable by all.
+    /// Writes a file into the root, owned like the root, readable by all;
+    /// its directories are made (owned like the root) when missing.
     pub fn write(&self, rel: &str, content: &str) {
         let p = self.path().join(rel);
+        let mut made = Vec::new();
+        let mut at = p.parent();
+        while let Some(dir) = at.filter(|d| !d.exists()) {
+            made.push(dir.to_path_buf());
+            at = dir.parent();
+        }
+        for dir in made.iter().rev() {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            self.chown(dir);
+        }
         std::fs::write(&p, content).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         self.chown(&p);
     }
 
+    /// As `write`, executable by all.
+    pub fn write_exec(&self, rel: &str, content: &str) {
+        self.write(rel, content);
+        let p = self.path().join(rel);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     /// Runs `argv` through the CLI in the sandbox and returns its result.
     pub fn run(&self, argv: &[&str]) -> Value {
+        let mut args = vec!["--"];
+        args.extend_from_slice(argv);
+        self.run_cli(&args)
+    }
+
+    /// Runs a shell string through the CLI in the sandbox.
+    pub fn run_shell(&self, script: &str) -> Value {
+        self.run_cli(&["--shell", script])
+    }
+
+    /// As `run_shell`, with `env` in the supervisor's environment.
+    pub fn run_shell_env(&self, script: &str, env: &[(&str, &str)]) -> Value {
+        self.run_cli_env(&["--shell", script], env)
+    }
+
+    /// The CLI with the project's policy and root, then `args`.
+    fn run_cli(&self, args: &[&str]) -> Value {
+        self.run_cli_env(args, &[])
+    }
+
+    fn run_cli_env(&self, args: &[&str], env: &[(&str, &str)]) -> Value {
         let mut cmd = self.as_supervisor(BIN);
+        cmd.envs(env.iter().copied());
         cmd.arg("--policy")
             .arg(self.policy_dir.path().join("policy.toml"))
             .arg("--root")
             .arg(self.path())
-            .arg("--")
-            .args(argv);
+            .args(args);
         let out = cmd.stdin(Stdio::null()).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text.lines().next().unwrap_or_else(|| {

@@ -88,8 +88,10 @@ mod hidden;
 mod lint;
 mod load;
 mod paths;
+mod project;
 mod resolve;
 mod rules;
+mod secret;
 mod state;
 mod tools;
 mod verdict;
@@ -99,6 +101,7 @@ mod wrappers;
 pub use amend::{ApprovalsPolicy, DEFAULT_APPROVAL_TTL_SECS};
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
+pub use project::ROOT_PLACEHOLDER;
 pub use resolve::resolve_program;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
@@ -113,30 +116,7 @@ pub const SYSTEM_READ_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
-macro_rules! secret_name_words {
-    () => {
-        "key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|bearer"
-    };
-}
-
-/// The words that make a variable or option name secret-looking, as regex
-/// alternatives. One list for the child's environment scrub (the default
-/// `[env] secret_pattern`) and the trace redactor, so both agree on what a
-/// secret is.
-pub const SECRET_NAME_WORDS: &str = secret_name_words!();
-
-/// Variable names whose values are secrets: never passed to the child
-/// (the default `[env] secret_pattern`) and redacted from traces.
-pub const DEFAULT_SECRET_PATTERN: &str = concat!("(?i)(", secret_name_words!(), ")");
-
-/// Whether `name` contains one of [`SECRET_NAME_WORDS`], in any case.
-fn has_secret_word(name: &str) -> bool {
-    let name = name.as_bytes();
-    SECRET_NAME_WORDS.split('|').any(|w| {
-        name.windows(w.len())
-            .any(|win| win.eq_ignore_ascii_case(w.as_bytes()))
-    })
-}
+pub use secret::{DEFAULT_SECRET_PATTERN, is_secret_name, is_secret_value};
 
 /// What becomes of one variable of the supervisor's environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,6 +192,11 @@ pub struct Decision {
     /// True when the request needs `/bin/sh -c` (operators, redirections,
     /// expansions); false when it is one plain argv exec'd directly.
     pub needs_shell: bool,
+    /// True when a rule that matched a part of the request says so
+    /// (`needs_key = true`): it changes state beyond ordinary work, and a
+    /// service that requires idempotency keys (the daemon) asks for one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_key: bool,
     /// Flags the policy runs programs with, so that a program it classed
     /// read-only cannot do otherwise (`sed --sandbox`); see
     /// [`Decision::command_to_run`]. Empty for most requests.
@@ -281,8 +266,8 @@ impl Policy {
     /// What becomes of the supervisor's variable `name` in the child's
     /// environment. Secret-looking names never pass: those the policy's
     /// `secret_pattern` matches, and, when only a wildcard of `keep`
-    /// (`LC_*`) would let the name through, those containing one of the
-    /// built-in [`SECRET_NAME_WORDS`] too. A narrower custom pattern thus
+    /// (`LC_*`) would let the name through, those the built-in
+    /// [`is_secret_name`] finds secret too. A narrower custom pattern thus
     /// cannot let `LC_API_TOKEN` slip through `LC_*`; a name `keep` spells
     /// out in full is the operator's explicit choice and meets the policy's
     /// pattern alone.
@@ -300,7 +285,7 @@ impl Policy {
             }
         }
         match by_wildcard {
-            true if has_secret_word(name) => EnvFate::Secret,
+            true if is_secret_name(name) => EnvFate::Secret,
             true => EnvFate::Pass,
             false => EnvFate::Drop,
         }
@@ -312,7 +297,8 @@ impl Policy {
     }
 }
 
-/// Per-run limits. Requests may only tighten them.
+/// Per-run limits. Requests may ask for a timeout up to `max_timeout_ms`
+/// and may only tighten the others.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -355,7 +341,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EnvPolicy {
-    /// PATH for the child and for resolving program names.
+    /// PATH for the child and for resolving program names. Entries
+    /// written `{root}/dir` are the project's own (see
+    /// [`EnvPolicy::run_path`]).
     pub path: String,
     /// Names (a trailing `*` matches a prefix) copied from the supervisor's
     /// environment when present and not secret-looking.
@@ -443,6 +431,38 @@ pub enum Namespaces {
     Off,
 }
 
+/// Who runs a root-owned project's commands under a root supervisor
+/// (`[sandbox] root_owned_child`); see `docs/policy.md`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootOwnedChild {
+    /// uid 0 with every capability dropped, so it writes the project as
+    /// root would bare; refused at start where Landlock's signal scope
+    /// cannot apply.
+    #[default]
+    Root,
+    /// `nobody`: the project is read-only to runs.
+    Nobody,
+}
+
+/// A toolchain preset of `[sandbox] toolchains`, found in the home of the
+/// project's owner; see `docs/policy.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Toolchain {
+    /// `~/.rustup` and `~/.cargo/bin` (`RUSTUP_HOME`, `CARGO_HOME`).
+    Rustup,
+    /// `~/.cargo/registry` and `~/.cargo/git`: dependencies already
+    /// downloaded, used offline.
+    CargoRegistry,
+    /// `~/.pyenv`, its shims and bin (`PYENV_ROOT`).
+    Pyenv,
+    /// `~/.nvm` and its default node's bin (`NVM_DIR`).
+    Nvm,
+    /// `~/.local/bin` and `~/.local/lib` (pip `--user` packages).
+    UserLocal,
+}
+
 /// Kernel sandbox settings (the service hands them to the sandbox crate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -467,6 +487,12 @@ pub struct SandboxPolicy {
     /// With a root supervisor and no `run_as`: run the child as root
     /// instead of the root directory's owner or `nobody`.
     pub allow_root_child: bool,
+    /// With a root supervisor, no `run_as` and a project root owned by
+    /// root: who the child runs as.
+    pub root_owned_child: RootOwnedChild,
+    /// Toolchains in the project owner's home that runs may use
+    /// (read-only), with their programs on PATH.
+    pub toolchains: Vec<Toolchain>,
     /// `RLIMIT_NOFILE`: open file descriptors.
     pub rlimit_nofile: u64,
     /// `RLIMIT_FSIZE`: the largest file the child may write.
@@ -502,6 +528,8 @@ impl Default for SandboxPolicy {
             unix_sockets: false,
             run_as: None,
             allow_root_child: false,
+            root_owned_child: RootOwnedChild::Root,
+            toolchains: Vec::new(),
             rlimit_nofile: 1024,
             rlimit_fsize_bytes: 1 << 30,
             rlimit_as_bytes: 8 << 30,

@@ -55,7 +55,7 @@ impl Policy {
             }
         }
         for dir in self.env.path.split(':') {
-            if !dir.starts_with('/') {
+            if !dir.starts_with('/') && !dir.starts_with(crate::ROOT_PLACEHOLDER) {
                 out.push(format!(
                     "{}: env.path entry `{dir}` is not absolute and is ignored",
                     self.origin

@@ -86,6 +86,8 @@ pub(crate) struct RuleFile {
     #[serde(default)]
     read_only: bool,
     #[serde(default)]
+    needs_key: bool,
+    #[serde(default)]
     writes: Writes,
 }
 
@@ -182,6 +184,13 @@ impl Policy {
                 None
             }
         };
+        if let Some(message) = crate::project::check_path_entries(&file.env.path) {
+            issues.push(Issue {
+                line: find_key_line(text, "path"),
+                key: "env.path".into(),
+                message,
+            });
+        }
         if file.sandbox.read_only && !file.sandbox.write.is_empty() {
             issues.push(Issue {
                 line: find_key_line(text, "write"),
@@ -511,6 +520,7 @@ fn compile_rule(
         risk: r.risk,
         reason: r.reason.trim().to_string(),
         read_only: r.read_only,
+        needs_key: r.needs_key,
         writes: r.writes,
         programs,
         subcommands,

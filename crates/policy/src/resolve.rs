@@ -19,14 +19,16 @@ pub fn resolve_program(name: &str, path: &str) -> Option<PathBuf> {
             continue;
         }
         let candidate = Path::new(dir).join(name);
-        if let Ok(meta) = std::fs::metadata(&candidate)
-            && meta.is_file()
-            && meta.permissions().mode() & 0o111 != 0
-        {
+        if is_executable(&candidate) {
             return Some(candidate);
         }
     }
     None
+}
+
+/// A regular file (symlinks followed) with an execute bit.
+pub(crate) fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// How many symlinks one path may traverse before it is treated as a loop

@@ -91,6 +91,10 @@ pub(crate) struct Rule {
     pub risk: RiskLevel,
     pub reason: String,
     pub read_only: bool,
+    /// A command this rule allows changes state beyond the project's
+    /// ordinary work (history, tracked files): where keys are required
+    /// (the daemon) it must carry an idempotency key.
+    pub needs_key: bool,
     pub writes: Writes,
     pub programs: Vec<String>,
     pub subcommands: Vec<Vec<String>>,

@@ -57,6 +57,8 @@ pub(crate) struct Walk<'p> {
     pub(crate) read_only: bool,
     /// A name that exists only inside a shell was used.
     pub(crate) shell_only: bool,
+    /// A rule that matched a part asks for an idempotency key.
+    pub(crate) needs_key: bool,
     /// Where the text being walked is in the request.
     pub(crate) origin: Origin,
     /// Safe-mode flags for programs run read-only.
@@ -98,6 +100,7 @@ impl<'p> Walk<'p> {
             findings: Findings::new(every),
             read_only: true,
             shell_only: false,
+            needs_key: false,
             origin: Origin::Text(0),
             injected: Vec::new(),
             command: None,
@@ -107,7 +110,7 @@ impl<'p> Walk<'p> {
 
     pub(crate) fn finish(self, needs_shell: bool) -> Evaluation {
         self.findings
-            .finish(self.read_only, needs_shell, self.injected)
+            .finish(self.read_only, needs_shell, self.needs_key, self.injected)
     }
 
     /// Makes `span` of `text` the command findings are about, until
@@ -139,6 +142,10 @@ impl<'p> Walk<'p> {
 
     /// A rule decided a part of the request.
     pub(crate) fn offer_rule(&mut self, rule: &Rule, token: Option<&str>) {
+        // A refused part never runs: only what may run asks for a key.
+        if rule.needs_key && rule.action != Verdict::Deny {
+            self.needs_key = true;
+        }
         self.findings.offer(
             rule.action,
             rule.risk,

@@ -96,6 +96,7 @@ pub struct Evaluation {
     winner: Option<usize>,
     read_only: bool,
     needs_shell: bool,
+    needs_key: bool,
     injected: Vec<InjectedFlag>,
 }
 
@@ -162,6 +163,7 @@ impl Evaluation {
             token: f.token,
             read_only: self.read_only,
             needs_shell: self.needs_shell,
+            needs_key: self.needs_key,
             injected: self.injected.clone(),
         }
     }
@@ -175,6 +177,7 @@ impl Evaluation {
             token: None,
             read_only: self.read_only,
             needs_shell: self.needs_shell,
+            needs_key: self.needs_key,
             injected: self.injected.clone(),
         }
     }
@@ -267,6 +270,7 @@ impl Findings {
         self,
         read_only: bool,
         needs_shell: bool,
+        needs_key: bool,
         injected: Vec<InjectedFlag>,
     ) -> Evaluation {
         Evaluation {
@@ -274,6 +278,7 @@ impl Findings {
             winner: self.winner,
             read_only,
             needs_shell,
+            needs_key,
             injected,
         }
     }
@@ -351,7 +356,7 @@ mod tests {
             findings.superseded(Verdict::Allow, RiskLevel::Critical, None, || {
                 describe("passed-over")
             });
-            let e = findings.finish(false, true, Vec::new());
+            let e = findings.finish(false, true, false, Vec::new());
             let rules: Vec<_> = e.findings().iter().map(|f| f.rule.as_str()).collect();
             let kept: &[&str] = if every {
                 &["deny", "allow", "passed-over"]
@@ -367,7 +372,7 @@ mod tests {
     #[test]
     fn nothing_to_run_is_an_allow() {
         let d = Findings::new(true)
-            .finish(true, false, Vec::new())
+            .finish(true, false, false, Vec::new())
             .into_decision();
         assert_eq!(
             (d.verdict, d.rule.as_str(), d.risk, d.read_only),

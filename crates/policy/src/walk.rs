@@ -325,7 +325,7 @@ impl Walk<'_> {
             if bare && is_shell_only(prog) {
                 self.shell_only = true;
             }
-            let trusted = self.trusted_name(prog);
+            let trusted = self.trusted_name(prog, cwd);
             // Where a safe-mode flag would go: just past the program word.
             let place = match self.origin {
                 Origin::Text(start) => Some(start + w.span.end),
@@ -359,8 +359,18 @@ impl Walk<'_> {
     /// The name under which `prog` may match allow rules: a bare name that
     /// resolves to a system binary (or not at all), or a path that is
     /// exactly where the bare name resolves.
-    fn trusted_name<'w>(&self, prog: &'w str) -> Option<&'w str> {
+    fn trusted_name<'w>(&self, prog: &'w str, cwd: &Cwd) -> Option<&'w str> {
         let path = &self.policy.env.path;
+        // One of the project's programs, wherever a `cd` may have led.
+        let project = |base: &Path| {
+            crate::project::project_program(&self.policy.env, self.ctx.root, base, prog)
+        };
+        let mut bases = self.bases(cwd);
+        if let Some(name) = bases.next().and_then(project)
+            && bases.all(|b| project(b).is_some())
+        {
+            return Some(name);
+        }
         if !prog.contains('/') {
             if self.engine.path_trusted
                 && !self

@@ -38,3 +38,119 @@ fn every_shipped_policy_loads_with_at_least_30_examples() {
         "expected code, readonly and ci policies, found {seen}"
     );
 }
+
+/// code.toml's `{root}` PATH entries: the project's programs match their
+/// rules by name, refusals included, and only in those directories.
+#[test]
+fn code_matches_the_projects_own_programs_by_name() {
+    use agent_exec_policy::{CommandSpec, Context, Verdict};
+    use std::os::unix::fs::PermissionsExt;
+
+    let policy = Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    for (rel, name) in [
+        (".venv/bin", "python"),
+        (".venv/bin", "pytest"),
+        ("tools", "python"),
+    ] {
+        std::fs::create_dir_all(root.join(rel)).unwrap();
+        let p = root.join(rel).join(name);
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let ctx = Context {
+        root: &root,
+        cwd: &root,
+    };
+    let decide = |s: &str| {
+        policy
+            .decide(&CommandSpec::Shell(s.to_string()), &ctx)
+            .unwrap()
+    };
+    for cmd in [
+        ".venv/bin/python -m pytest -q",
+        "./.venv/bin/python -m pytest -q",
+        "pytest -x tests",
+        "cd .venv && bin/python -c 'print(1)'",
+    ] {
+        let d = decide(cmd);
+        assert_eq!(
+            (d.verdict, d.rule.as_str()),
+            (Verdict::Allow, "python"),
+            "{cmd}: {d:?}"
+        );
+    }
+    let d = decide(".venv/bin/python -m pip install requests");
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (Verdict::Deny, "pip-install"),
+        "{d:?}"
+    );
+    // A program elsewhere in the root is not the project's environment.
+    let d = decide("tools/python -m pytest");
+    assert_ne!(d.rule, "python", "{d:?}");
+    assert_eq!(
+        policy.env.run_path(&root),
+        format!(
+            "{0}/.venv/bin:{0}/node_modules/.bin:/usr/local/bin:/usr/bin:/bin",
+            root.display()
+        )
+    );
+}
+
+/// The run's own `/tmp` (a private directory where the sandbox gives the
+/// run a mount namespace) is scratch space for code.toml; readonly.toml
+/// and a root beneath `/tmp` keep it out.
+#[test]
+fn scratch_files_in_tmp_are_the_runs_own() {
+    use agent_exec_policy::{CommandSpec, Context, Verdict};
+    let code = Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap();
+    let readonly = Policy::load(&Path::new(POLICIES).join("readonly.toml")).unwrap();
+    let decide = |p: &Policy, root: &str, s: &str| {
+        let root = Path::new(root);
+        let ctx = Context { root, cwd: root };
+        p.decide(&CommandSpec::Shell(s.to_string()), &ctx).unwrap()
+    };
+    let outside = "/srv/agent/project";
+    for cmd in [
+        "cat > /tmp/repro.py <<'EOF'\nprint(1)\nEOF",
+        "python3 /tmp/repro.py",
+        "ls /tmp",
+        "cp src/a.py /var/tmp/a.py",
+    ] {
+        let d = decide(&code, outside, cmd);
+        assert_eq!(d.verdict, Verdict::Allow, "{cmd}: {d:?}");
+    }
+    let d = decide(&readonly, outside, "echo x > /tmp/x");
+    assert_ne!(d.verdict, Verdict::Allow, "{d:?}");
+    // A root under /tmp: the sandbox leaves /tmp the host's.
+    let d = decide(&code, "/tmp/project", "echo x > /tmp/other");
+    assert_eq!(d.rule, "builtin:path-escape", "{d:?}");
+}
+
+/// code.toml asks for an idempotency key for changes to the repository,
+/// not for ordinary work.
+#[test]
+fn code_asks_for_keys_only_for_repository_changes() {
+    use agent_exec_policy::{CommandSpec, Context};
+    let policy = Policy::load(&Path::new(POLICIES).join("code.toml")).unwrap();
+    let root = Path::new("/srv/agent/project");
+    let ctx = Context { root, cwd: root };
+    let needs_key = |s: &str| {
+        policy
+            .decide(&CommandSpec::Shell(s.to_string()), &ctx)
+            .unwrap()
+            .needs_key
+    };
+    assert!(needs_key("git commit -m 'fix parser'"));
+    assert!(needs_key("python3 -m pytest -q && git add src/lib.rs"));
+    for ordinary in [
+        "python3 -m pytest -q",
+        "cargo test",
+        "touch notes.txt",
+        "git status",
+    ] {
+        assert!(!needs_key(ordinary), "{ordinary}");
+    }
+}

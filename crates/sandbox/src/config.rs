@@ -180,6 +180,12 @@ pub struct SandboxConfig {
     /// With a root supervisor and no `run_as`, run the child as root. A
     /// uid-0 child is refused unless Landlock's signal scope applies.
     pub allow_root_child: bool,
+    /// With a root supervisor, no `run_as` and a root-owned root: run the
+    /// child as uid 0 without capabilities (so it can write the project,
+    /// as root working in it bare would) instead of `nobody`. Refused at
+    /// prepare, with what to do instead, unless Landlock's signal scope
+    /// applies.
+    pub root_owned_as_root: bool,
     pub rlimit_nofile: u64,
     pub rlimit_fsize_bytes: u64,
     pub rlimit_as_bytes: u64,
@@ -209,6 +215,7 @@ impl SandboxConfig {
             allow_unix_sockets: false,
             run_as: None,
             allow_root_child: false,
+            root_owned_as_root: false,
             rlimit_nofile: 1024,
             rlimit_fsize_bytes: 1 << 30,
             rlimit_as_bytes: 8 << 30,

@@ -31,6 +31,14 @@ pub enum SandboxError {
         "a child running as uid 0 needs Landlock's signal scope ({reason}): without it the child may signal every root process, the supervisor included; set sandbox.run_as to another user"
     )]
     RootChildUnscoped { reason: String },
+    /// The project root belongs to root, its runs would be uid 0 (to write
+    /// it), and the kernel cannot confine a uid-0 child (no signal scope).
+    #[error(
+        "the project root {} belongs to root, and its runs would need uid 0 (without capabilities) to write it, which needs Landlock's signal scope ({reason}); give the project to the user who works in it (`chown -R USER: {}`), run agent-exec as that user, or set sandbox.root_owned_child = \"nobody\" (runs then cannot write the project)",
+        root.display(),
+        root.display()
+    )]
+    RootOwnedProject { root: PathBuf, reason: String },
     /// The child would run as a user it must not run as.
     #[error("privilege drop impossible: {0}")]
     User(String),
@@ -111,7 +119,9 @@ impl SandboxError {
             SandboxError::LandlockPath { .. } => "landlock",
             SandboxError::Seccomp(_) => "seccomp",
             SandboxError::Required { layer, .. } => layer.name(),
-            SandboxError::RootChildUnscoped { .. } => Layer::LandlockScopes.name(),
+            SandboxError::RootChildUnscoped { .. } | SandboxError::RootOwnedProject { .. } => {
+                Layer::LandlockScopes.name()
+            }
             SandboxError::User(_) | SandboxError::UserLookup { .. } => "privileges",
             SandboxError::RunDir { .. }
             | SandboxError::RunDirBase { .. }

@@ -52,11 +52,12 @@ pub use error::SandboxError;
 pub use exec::{CancelToken, ExecError, ExecOutcome, ExecSpec, MemoryLimitHit, Termination, run};
 pub use plan::landlock::abi as landlock_abi;
 pub use plan::rundir::private_dir;
+pub use plan::shims::shim_dir;
 pub use sandbox::{RootAccess, RunSandbox, Sandbox};
 pub use spawn::SpawnError;
 pub use summary::Summary;
 pub use supervisor::{Supervisor, SupervisorOptions, kill_runs_of};
-pub use violation::attribute_violation;
+pub use violation::{Violation, ViolationKind, attribute_violation, classify_violation};
 
 /// Debug builds only: set in the environment, [`Sandbox::prepare`] acts as
 /// on a kernel without Landlock (tests of the fail-closed path).

@@ -5,11 +5,13 @@
 //! `crate::sandbox` assembles them.
 
 pub(crate) mod cgroup;
+pub(crate) mod identity;
 pub(crate) mod landlock;
 pub(crate) mod mounts;
 pub(crate) mod privs;
 pub(crate) mod rundir;
 pub(crate) mod seccomp;
+pub(crate) mod shims;
 
 // The building blocks' error type, named `super::SandboxError` by them.
 use crate::error::SandboxError;

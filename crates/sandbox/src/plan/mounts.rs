@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use std::os::unix::fs::MetadataExt;
 
-use crate::spawn::mounts::{Cover, Dir, Keep, MountPlan, SCRATCH_MAX};
+use crate::spawn::mounts::{Cover, Dir, FileBind, Keep, MountPlan, SCRATCH_MAX};
 
 /// Private writable directories.
 const SCRATCH: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
@@ -45,6 +45,8 @@ pub(crate) struct Layout {
     /// The first is the staging point (see `crate::spawn::mounts`).
     covers: Vec<Cover>,
     run_base: Option<RunBase>,
+    /// Files bound over host files (the synthesized `/etc/passwd`).
+    files: Vec<FileBind>,
 }
 
 /// The base of the run directories, when it lies beneath a cover.
@@ -188,7 +190,18 @@ impl Layout {
                 ..host
             };
         }
-        Layout { covers, run_base }
+        Layout {
+            covers,
+            run_base,
+            files: Vec::new(),
+        }
+    }
+
+    /// Binds `source` read-only over `target` in every run's view.
+    pub(crate) fn bind_file(&mut self, source: &Path, target: &Path) {
+        if let (Some(source), Some(target)) = (cstring(source), cstring(target)) {
+            self.files.push(FileBind { source, target });
+        }
     }
 
     /// The covered directories, for diagnostics and the probe.
@@ -218,6 +231,7 @@ impl Layout {
             data: TMPFS_DATA,
             covers: &self.covers,
             run_keep: run_keep.map(|(at, keep)| (*at, keep)),
+            files: &self.files,
         }
     }
 }

@@ -9,9 +9,12 @@ use crate::error::SandboxError;
 use crate::spawn::Creds;
 
 /// Resolves `run_as` (a name or a numeric uid) per the policy's rules.
+/// Without one, the root's owner; for a root-owned root, uid 0 (without
+/// capabilities) when `root_owned_as_root`, else `nobody`.
 pub(crate) fn resolve(
     run_as: Option<&str>,
     allow_root_child: bool,
+    root_owned_as_root: bool,
     root: &Path,
 ) -> Result<Creds, SandboxError> {
     let euid = Uid::effective();
@@ -51,6 +54,12 @@ pub(crate) fn resolve(
             })?;
             if md.uid() != 0 {
                 (md.uid(), md.gid())
+            } else if root_owned_as_root {
+                return Ok(Creds {
+                    uid: 0,
+                    gid: 0,
+                    privileged: true,
+                });
             } else {
                 let u = User::from_name("nobody")
                     .map_err(|e| lookup_err("nobody", e))?

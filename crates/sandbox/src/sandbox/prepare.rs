@@ -8,13 +8,15 @@ use super::layers::{self, Notes};
 use super::{Sandbox, Shared};
 use crate::config::{Namespaces, SandboxConfig};
 use crate::error::SandboxError;
-use crate::plan::{landlock, mounts, privs, rundir, seccomp};
+use crate::plan::{identity, landlock, mounts, privs, rundir, seccomp};
 use crate::spawn::{Creds, Rlimit, RlimitResource};
 use crate::summary::Summary;
 use crate::supervisor::Supervisor;
 
-/// `/etc` entries the dynamic loader, TLS, time and NSS need. Not
-/// `passwd`, `shadow` or anything else: they stay unreadable.
+/// `/etc` entries the dynamic loader, TLS, time and NSS need. Not the
+/// host's `passwd`, `shadow` or anything else: they stay unreadable (a run
+/// with its own mount namespace reads a synthesized `passwd` and `group`,
+/// see `plan::identity`).
 const ETC_READ: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
@@ -57,13 +59,40 @@ impl Sandbox {
             unix_sockets: cfg.allow_unix_sockets,
         };
         let seccomp = layers::seccomp_program(cfg, options, &mut notes)?;
-        let creds = privs::resolve(cfg.run_as.as_deref(), cfg.allow_root_child, &root)?;
-        layers::check_root_child(&creds, &choice, cfg)?;
+        let creds = privs::resolve(
+            cfg.run_as.as_deref(),
+            cfg.allow_root_child,
+            cfg.root_owned_as_root,
+            &root,
+        )?;
+        // uid 0 because the project is root's, not because it was asked for:
+        // the refusal says how to run such a project instead.
+        let implicit_root = creds.uid == 0 && cfg.run_as.is_none() && !cfg.allow_root_child;
+        layers::check_root_child(&creds, &choice, cfg).map_err(|e| match e {
+            SandboxError::RootChildUnscoped { reason } if implicit_root => {
+                SandboxError::RootOwnedProject {
+                    root: root.clone(),
+                    reason,
+                }
+            }
+            other => other,
+        })?;
         user_warnings(cfg, &creds, &root, &mut notes);
+        let rundir_base = rundir::ensure_base()?;
+        // Only a root supervisor makes namespaces, where these stand in
+        // for the host's files; made now so Landlock can grant them.
+        let identity = match (cfg.namespaces, creds.privileged) {
+            (Namespaces::Off, _) | (_, false) => None,
+            _ => identity::files(&rundir_base, creds.uid, creds.gid),
+        };
+        let identity_read: Vec<PathBuf> = identity
+            .iter()
+            .flat_map(|(p, g)| [p.clone(), g.clone()])
+            .collect();
         let landlock = match choice.fs {
             false => None,
             true => {
-                let mut plan = landlock_plan(cfg, choice.abi, &root, &mut notes)?;
+                let mut plan = landlock_plan(cfg, choice.abi, &root, &identity_read, &mut notes)?;
                 plan.leave_out(!choice.net, !choice.scopes);
                 Some(plan)
             }
@@ -87,9 +116,12 @@ impl Sandbox {
         // processes host-wide, so one run's fork bomb would starve every
         // other run of the daemon.
         let cgroups = layers::cgroups(cfg, supervisor.cgroups(), &mut notes)?;
-        let rundir_base = rundir::ensure_base()?;
         let granted = granted_paths(cfg, landlock.as_ref(), &root);
-        let mounts = namespaces(cfg, &granted, &rundir_base, &mut notes)?;
+        let mut mounts = namespaces(cfg, &granted, &rundir_base, &mut notes)?;
+        if let (Some(layout), Some((passwd, group))) = (mounts.as_mut(), &identity) {
+            layout.bind_file(passwd, Path::new("/etc/passwd"));
+            layout.bind_file(group, Path::new("/etc/group"));
+        }
         if mounts.is_some() {
             limits.extend(NAMESPACES.iter().map(|n| n.to_string()));
         }
@@ -153,6 +185,7 @@ fn landlock_plan(
     cfg: &SandboxConfig,
     abi: u32,
     root: &Path,
+    extra_read: &[PathBuf],
     notes: &mut Notes,
 ) -> Result<landlock::Plan, SandboxError> {
     let mut ports = Vec::new();
@@ -199,6 +232,9 @@ fn landlock_plan(
     }
     for p in &cfg.read {
         add(&mut plan, Path::new(p), landlock::READ_EXEC)?;
+    }
+    for p in extra_read {
+        add(&mut plan, p, landlock::ACCESS_FS_READ_FILE)?;
     }
     let rw = plan.rw_access;
     if !add(&mut plan, root, rw)? {

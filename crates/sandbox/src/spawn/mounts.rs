@@ -73,6 +73,14 @@ pub(crate) struct Keep {
     pub is_dir: bool,
 }
 
+/// A host file bound read-only over another in the run's view (the
+/// synthesized `/etc/passwd`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileBind {
+    pub source: CString,
+    pub target: CString,
+}
+
 /// The namespaces of one child, borrowed for a spawn.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MountPlan<'a> {
@@ -83,6 +91,9 @@ pub(crate) struct MountPlan<'a> {
     /// The run's own directory (HOME, TMPDIR) when it lies beneath cover
     /// number `.0`: kept visible like the cover's own keeps.
     pub run_keep: Option<(usize, &'a Keep)>,
+    /// Files bound over others, before any cover (a source may lie
+    /// beneath one).
+    pub files: &'a [FileBind],
 }
 
 // Everything below runs in the child between clone and exec: raw
@@ -166,6 +177,8 @@ pub(super) unsafe fn mount_view(
     plan: &MountPlan<'_>,
     scratch_fds: &mut [libc::c_int; SCRATCH_MAX],
 ) -> Result<(), Step> {
+    // SAFETY: as this function's own contract.
+    unsafe { bind_files(plan.files)? };
     let Some(first) = plan.covers.first() else {
         return Ok(());
     };
@@ -244,6 +257,34 @@ pub(super) unsafe fn mount_view(
         // would reach what the cover hides.
         check(libc::syscall(libc::SYS_chdir, c"/".as_ptr()), STEP)
     }
+}
+
+/// Binds each file over its target, read-only. A target the host lacks is
+/// left out (nothing to stand in for).
+///
+/// # Safety
+/// Child side only, in a private mount namespace.
+unsafe fn bind_files(files: &[FileBind]) -> Result<(), Step> {
+    // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
+    // plan, alive for the spawn.
+    unsafe {
+        for f in files {
+            if mount(Some(&f.source), &f.target, None, libc::MS_BIND, None) < 0 {
+                if errno() == libc::ENOENT {
+                    continue;
+                }
+                return Err(STEP);
+            }
+            let flags = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC;
+            check(mount(None, &f.target, None, flags, None), STEP)?;
+        }
+    }
+    Ok(())
 }
 
 /// One cover: its directory of the tmpfs bound over the path, its keeps
