@@ -59,6 +59,7 @@ pub use agent_exec_policy as policy;
 pub use agent_exec_sandbox as sandbox;
 
 pub mod eval;
+pub mod provenance;
 pub mod request;
 pub mod result;
 pub mod serve;
@@ -68,7 +69,9 @@ pub mod trace;
 
 pub use policy::{Decision, Policy, PolicyError, RiskLevel, Verdict};
 pub use request::{CommandSpec, RunRequest, SessionId};
-pub use result::{ErrorType, SCHEMA_VERSION, SandboxSummary, ToolResult};
+pub use result::{
+    ArgProvenance, ErrorType, ProvenanceTag, SCHEMA_VERSION, SandboxSummary, ToolResult,
+};
 pub use sandbox::{CancelToken, Supervisor, SupervisorOptions};
 pub use service::{
     Approval, ApprovalRequest, Approver, Checker, NeverApprover, Service, ServiceBuilder,

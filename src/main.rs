@@ -108,6 +108,10 @@ struct RunArgs {
     /// Session name for budgets and traces.
     #[arg(long, value_name = "NAME")]
     session: Option<String>,
+    /// Argument provenance ledger shared by the one-shot calls that name
+    /// the same file (when the policy's [provenance] mode is not off).
+    #[arg(long, value_name = "FILE")]
+    session_file: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -351,6 +355,9 @@ fn builder(policy: Policy, a: &RunArgs) -> ServiceBuilder {
     }
     if let Some(dir) = &a.state {
         b = b.state_dir(dir);
+    }
+    if let Some(path) = &a.session_file {
+        b = b.session_file(path);
     }
     if let Some(path) = a.record.as_ref().or(a.trace.as_ref()) {
         b = b.trace_file(path, a.record.is_some());

@@ -11,6 +11,7 @@ use super::invocation::{BaseEnv, find_shell};
 use super::schema::tool_schema_sha256;
 use super::{Replay, Service};
 use crate::policy::{Enforcement, Namespaces, Policy, RequirePolicy, Requirement, SandboxPolicy};
+use crate::provenance::{LedgerStore, Provenance, SessionFile};
 use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{Budgets, SqliteStore, StateStore, StoreError};
 use crate::trace::{
@@ -82,6 +83,7 @@ pub struct ServiceBuilder {
     approver: Box<dyn Approver>,
     trace: Option<TraceTarget>,
     replay: Option<ReplaySource>,
+    ledger: Option<Arc<dyn LedgerStore>>,
 }
 
 /// How many sessions' budgets one uid may spend together, unless told.
@@ -98,7 +100,23 @@ impl ServiceBuilder {
             approver: Box::new(NeverApprover),
             trace: None,
             replay: None,
+            ledger: None,
         }
+    }
+
+    /// Keep the argument provenance ledger of one-shot calls in `path`
+    /// (the CLI's `--session-file`), so consecutive calls share it. Without
+    /// this (or [`ledger_store`](Self::ledger_store)), ledgers are kept
+    /// with the state directory's `state.db` when there is one.
+    pub fn session_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ledger = Some(Arc::new(SessionFile::new(path)));
+        self
+    }
+
+    /// Keep argument provenance ledgers in another [`LedgerStore`].
+    pub fn ledger_store(mut self, store: Arc<dyn LedgerStore>) -> Self {
+        self.ledger = Some(store);
+        self
     }
 
     /// Keep idempotency keys and session budgets in `state.db` under `dir`
@@ -202,11 +220,16 @@ impl ServiceBuilder {
         };
         // The one place a service's sandbox is prepared.
         let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&self.policy.sandbox), &root)?;
-        let store: Option<Arc<dyn StateStore>> = match self.state {
-            Some(StoreTarget::Dir(dir)) => Some(Arc::new(SqliteStore::open(&dir)?)),
-            Some(StoreTarget::Store(s)) => Some(s),
-            None => None,
-        };
+        let (store, ledger): (Option<Arc<dyn StateStore>>, Option<Arc<dyn LedgerStore>>) =
+            match self.state {
+                Some(StoreTarget::Dir(dir)) => {
+                    let s = Arc::new(SqliteStore::open(&dir)?);
+                    (Some(s.clone()), Some(s))
+                }
+                Some(StoreTarget::Store(s)) => (Some(s), None),
+                None => (None, None),
+            };
+        let provenance = Provenance::new(&self.policy.provenance, self.ledger.or(ledger));
         let base_env = BaseEnv::from_policy(&self.policy);
         let budgets = Budgets::per_uid_sessions(&self.policy.budget, self.uid_budget_sessions);
         let policy = Arc::new(self.policy);
@@ -222,6 +245,7 @@ impl ServiceBuilder {
             replay,
             base_env,
             shell: find_shell(),
+            provenance,
         })
     }
 

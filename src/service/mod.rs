@@ -26,6 +26,7 @@ mod gate;
 mod ids;
 mod invocation;
 mod outcome;
+mod provenance;
 mod refusal;
 mod schema;
 pub mod terminal;
@@ -90,6 +91,9 @@ pub struct Service {
     base_env: BaseEnv,
     /// bash, for requests that need a shell; None when the host has none.
     shell: Option<CString>,
+    /// Per-session ledgers of what results showed; None when the policy's
+    /// `[provenance]` mode is off.
+    provenance: Option<crate::provenance::Provenance>,
 }
 
 impl Service {
@@ -141,6 +145,10 @@ impl Service {
             Err(refusal) => return refusal.into_result(call_id, None),
         };
         let decision = &checked.decision;
+        let tags = match self.provenance_tags(call_id, req, session, &checked.cwd, decision) {
+            Ok(t) => t,
+            Err(r) => return *r,
+        };
         let call = GateCall {
             call_id,
             req,
@@ -151,9 +159,14 @@ impl Service {
         };
         let pass = match self.gate(&call) {
             Ok(p) => p,
-            Err(Stop::Answer(r)) => return *r,
+            Err(Stop::Answer(r)) => {
+                let mut r = *r;
+                self.provenance_finish(session, req, &checked.cwd, tags, &mut r);
+                return r;
+            }
             Err(Stop::Refused { refusal, reserved }) => {
-                let r = refusal.into_result(call_id, Some(decision));
+                let mut r = refusal.into_result(call_id, Some(decision));
+                self.provenance_finish(session, req, &checked.cwd, tags, &mut r);
                 self.settle_key(session, reserved, args_hash, &r);
                 return r;
             }
@@ -175,6 +188,7 @@ impl Service {
             Err(refusal) => refusal.into_result(call_id, Some(decision)),
         };
         result.approved = pass.approved;
+        self.provenance_finish(session, req, &checked.cwd, tags, &mut result);
         self.settle(&pass, session, args_hash, &result);
         result
     }

@@ -234,6 +234,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.execute_batch(ledger::SCHEMA).map_err(open_err)?;
         migrate(&mut conn).map_err(open_err)?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
@@ -595,6 +596,8 @@ fn start_time(pid: i64) -> Option<i64> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
+
+mod ledger;
 
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@
 //! parses one. The format is documented in `docs/trace.md`.
 
 mod audit;
+mod audit_provenance;
 mod event;
 mod redact;
 mod replay;
@@ -28,6 +29,7 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 
 pub use audit::{AuditOptions, AuditReport, Issue, IssueKind, audit};
+pub use audit_provenance::{AssumedArgument, SessionProvenance};
 pub use event::{
     Event, LineProblem, RecordedCall, RecordedDecision, RecordedHeader, RecordedResult,
     TRACE_SCHEMA_VERSION, TraceFile, parse_line, parse_trace, read_trace,

@@ -83,10 +83,12 @@ mod awk;
 mod builtins;
 mod engine;
 mod error;
+mod free_text;
 mod hidden;
 mod lint;
 mod load;
 mod paths;
+mod provenance;
 mod resolve;
 mod rules;
 mod state;
@@ -97,6 +99,7 @@ mod wrappers;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
+pub use provenance::{DEFAULT_LEDGER_ENTRIES, PathArgument, ProvenanceMode, ProvenancePolicy};
 pub use resolve::resolve_program;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
@@ -585,6 +588,8 @@ pub struct Policy {
     pub daemon: DaemonPolicy,
     /// `[trace]`
     pub trace: TracePolicy,
+    /// `[provenance]`
+    pub provenance: ProvenancePolicy,
     /// How shell features (substitutions, expansions, globs, nesting,
     /// assignments) are treated.
     pub shell: ShellPolicy,

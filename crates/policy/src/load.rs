@@ -43,6 +43,8 @@ struct PolicyFile {
     #[serde(default)]
     trace: TracePolicy,
     #[serde(default)]
+    provenance: crate::ProvenancePolicy,
+    #[serde(default)]
     shell: Option<Spanned<ShellPolicy>>,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RuleFile>>,
@@ -215,6 +217,7 @@ impl Policy {
             budget: file.budget,
             daemon: file.daemon,
             trace: file.trace,
+            provenance: file.provenance,
             shell,
             description: file.description,
             default_risk: file.default_risk,

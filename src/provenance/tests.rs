@@ -1,0 +1,1 @@
+//! Unit tests: extractors on real tool output, the ledger.
