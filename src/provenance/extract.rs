@@ -150,14 +150,22 @@ pub fn extract(
     if ok && let Some(p) = producer {
         match p.program.as_str() {
             "ls" => ls(p, stdout, is_dir, &mut out),
-            "find" | "fd" | "fdfind" => lines(p, stdout, &mut out, !p.args.iter().any(|a| a.starts_with('-') && a != "-maxdepth" && a != "-mindepth")),
+            "find" | "fd" | "fdfind" => lines(
+                p,
+                stdout,
+                &mut out,
+                !p.args
+                    .iter()
+                    .any(|a| a.starts_with('-') && a != "-maxdepth" && a != "-mindepth"),
+            ),
             "rg" if p.has_long("--files") => lines(p, stdout, &mut out, p.alone),
             "tree" => tree(p, stdout, &mut out),
             "git" => git(p, stdout, &mut out),
             _ => {}
         }
     }
-    let grep_like = producer.is_some_and(|p| matches!(p.program.as_str(), "grep" | "rg" | "egrep" | "fgrep"));
+    let grep_like =
+        producer.is_some_and(|p| matches!(p.program.as_str(), "grep" | "rg" | "egrep" | "fgrep"));
     for text in [stdout, stderr] {
         for line in text.lines() {
             diagnostic(line, &dir, grep_like, &mut out);
@@ -180,7 +188,11 @@ fn lines(p: &Producer, stdout: &str, out: &mut Extracted, complete: bool) {
                 Some(_) => "/".to_string(),
                 None => ".".to_string(),
             };
-            if !out.listed.iter().any(|l| *l == format!("{}/{parent}", p.dir)) {
+            if !out
+                .listed
+                .iter()
+                .any(|l| *l == format!("{}/{parent}", p.dir))
+            {
                 out.listed.push(format!("{}/{parent}", p.dir));
             }
         }
@@ -195,7 +207,11 @@ fn ls(p: &Producer, stdout: &str, is_dir: &dyn Fn(&str) -> bool, out: &mut Extra
     let dirs_as_files = p.has_short('d');
     let operands = p.operands();
     let join = |d: &str, name: &str| -> String {
-        if d == "." { name.to_string() } else { format!("{}/{name}", d.trim_end_matches('/')) }
+        if d == "." {
+            name.to_string()
+        } else {
+            format!("{}/{name}", d.trim_end_matches('/'))
+        }
     };
     let listed_dirs: Vec<&str> = operands
         .iter()
@@ -247,7 +263,12 @@ fn ls(p: &Producer, stdout: &str, is_dir: &dyn Fn(&str) -> bool, out: &mut Extra
 /// anything that is not an entry.
 fn long_name(line: &str) -> Option<&str> {
     let mode = line.split_ascii_whitespace().next()?;
-    if mode.len() < 10 || !matches!(mode.as_bytes()[0], b'-' | b'd' | b'l' | b'c' | b'b' | b'p' | b's') {
+    if mode.len() < 10
+        || !matches!(
+            mode.as_bytes()[0],
+            b'-' | b'd' | b'l' | b'c' | b'b' | b'p' | b's'
+        )
+    {
         return None;
     }
     // Eight fields before the name: mode, links, owner, group, size,
@@ -300,7 +321,9 @@ fn tree(p: &Producer, stdout: &str, out: &mut Extracted) {
 }
 
 fn is_hash(s: &str) -> bool {
-    (7..=40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    (7..=40).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// git: files (`ls-files`, `status`, diff headers), commit hashes and
@@ -319,7 +342,8 @@ fn git(p: &Producer, stdout: &str, out: &mut Extracted) {
                 let name = line.trim_start_matches(['*', '+']).trim();
                 let name = name.split_ascii_whitespace().next().unwrap_or("");
                 if !name.is_empty() && !name.starts_with('(') {
-                    out.refs.push(name.strip_prefix("remotes/").unwrap_or(name).to_string());
+                    out.refs
+                        .push(name.strip_prefix("remotes/").unwrap_or(name).to_string());
                 }
                 continue;
             }
@@ -342,10 +366,15 @@ fn git(p: &Producer, stdout: &str, out: &mut Extracted) {
         // `(HEAD -> main, origin/main, tag: v1)` decorations.
         if let (Some(open), Some(close)) = (line.find('('), line.find(')'))
             && open < close
-            && line[..open].split_ascii_whitespace().next().is_some_and(is_hash)
+            && line[..open]
+                .split_ascii_whitespace()
+                .next()
+                .is_some_and(is_hash)
         {
             for part in line[open + 1..close].split(", ") {
-                let name = part.trim_start_matches("HEAD -> ").trim_start_matches("tag: ");
+                let name = part
+                    .trim_start_matches("HEAD -> ")
+                    .trim_start_matches("tag: ");
                 if name != "HEAD" && !name.is_empty() {
                     out.refs.push(name.to_string());
                 }
@@ -363,8 +392,15 @@ fn git(p: &Producer, stdout: &str, out: &mut Extracted) {
 /// (`\tmodified:   a.py`, untracked `\tb.py`) forms.
 fn git_status_line(p: &Producer, line: &str, out: &mut Extracted) {
     let path = if let Some(rest) = line.strip_prefix('\t') {
-        Some(rest.split_once(":   ").map_or(rest, |(_, path)| path).trim())
-    } else if line.len() > 3 && line.as_bytes()[2] == b' ' && line[..2].bytes().all(|b| b" MADRCU?!".contains(&b)) {
+        Some(
+            rest.split_once(":   ")
+                .map_or(rest, |(_, path)| path)
+                .trim(),
+        )
+    } else if line.len() > 3
+        && line.as_bytes()[2] == b' '
+        && line[..2].bytes().all(|b| b" MADRCU?!".contains(&b))
+    {
         Some(line[3..].trim())
     } else {
         None

@@ -244,7 +244,10 @@ impl Ledger {
             self.insert(format!("d:{p}"), source);
         }
         for h in &found.hashes {
-            if !own.iter().any(|o| o.len() >= 7 && h.starts_with(&o[..7.min(o.len())])) {
+            if !own
+                .iter()
+                .any(|o| o.len() >= 7 && h.starts_with(&o[..7.min(o.len())]))
+            {
                 self.insert(format!("h:{}", &h[..7]), source);
             }
         }
@@ -258,7 +261,9 @@ impl Ledger {
 }
 
 fn is_hash(s: &str) -> bool {
-    (7..=40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    (7..=40).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The directory part of a normalized path (`.` for a name at the root).

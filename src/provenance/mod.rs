@@ -73,7 +73,10 @@ pub struct HoldBack {
 
 impl Provenance {
     /// `None` when the policy's mode is `off`.
-    pub fn new(policy: &ProvenancePolicy, store: Option<Arc<dyn LedgerStore>>) -> Option<Provenance> {
+    pub fn new(
+        policy: &ProvenancePolicy,
+        store: Option<Arc<dyn LedgerStore>>,
+    ) -> Option<Provenance> {
         (policy.mode != ProvenanceMode::Off).then(|| Provenance {
             policy: policy.clone(),
             store,
@@ -115,7 +118,12 @@ impl Provenance {
     }
 
     /// Tags every argument in `args` against `session`'s ledger.
-    pub fn tag(&self, session: &SessionId, root: &Path, args: &[PathArgument]) -> Vec<ArgProvenance> {
+    pub fn tag(
+        &self,
+        session: &SessionId,
+        root: &Path,
+        args: &[PathArgument],
+    ) -> Vec<ArgProvenance> {
         if args.is_empty() {
             return Vec::new();
         }
@@ -127,7 +135,12 @@ impl Provenance {
     /// Under `enforce`, whether a command that writes (`read_only` false)
     /// must be held back: more assumed arguments than the budget. Only
     /// written arguments count: reading is how a path becomes observed.
-    pub fn hold_back(&self, tags: &[ArgProvenance], read_only: bool, cwd: &Path) -> Option<HoldBack> {
+    pub fn hold_back(
+        &self,
+        tags: &[ArgProvenance],
+        read_only: bool,
+        cwd: &Path,
+    ) -> Option<HoldBack> {
         if self.policy.mode != ProvenanceMode::Enforce || read_only {
             return None;
         }
@@ -143,9 +156,17 @@ impl Provenance {
         let message = format!(
             "{} {} written without having been seen: no earlier result of this session showed {}, nor listed the directory {} in (assumed arguments allowed for a command that writes: {})",
             names.join(", "),
-            if assumed.len() == 1 { "would be" } else { "would be" },
+            if assumed.len() == 1 {
+                "would be"
+            } else {
+                "would be"
+            },
             if assumed.len() == 1 { "it" } else { "them" },
-            if assumed.len() == 1 { "it is" } else { "they are" },
+            if assumed.len() == 1 {
+                "it is"
+            } else {
+                "they are"
+            },
             self.policy.assumed_budget
         );
         Some(HoldBack {
@@ -174,11 +195,21 @@ impl Provenance {
         }
         let producer = Producer::of(command);
         let is_dir = |p: &str| cwd.join(p).is_dir();
-        let found = extract(producer.as_ref(), &result.stdout, &result.stderr, result.ok, &is_dir);
+        let found = extract(
+            producer.as_ref(),
+            &result.stdout,
+            &result.stderr,
+            result.ok,
+            &is_dir,
+        );
         if found == Extracted::default() {
             return;
         }
-        let own: Vec<String> = tags.iter().map(|t| t.path.clone()).chain(tags.iter().map(|t| t.arg.clone())).collect();
+        let own: Vec<String> = tags
+            .iter()
+            .map(|t| t.path.clone())
+            .chain(tags.iter().map(|t| t.arg.clone()))
+            .collect();
         let l = self.ledger(session);
         let changes = {
             let mut ledger = lock(&l);

@@ -61,12 +61,15 @@ impl LedgerStore for SessionFile {
         let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut body = self.read()?;
         body.version = 1;
-        body.entries.retain(|r| !remove.contains(&r.key) && !upsert.iter().any(|u| u.key == r.key));
+        body.entries
+            .retain(|r| !remove.contains(&r.key) && !upsert.iter().any(|u| u.key == r.key));
         body.entries.extend(upsert.iter().cloned());
         body.entries.sort_by_key(|r| r.tick);
         let json = serde_json::to_vec(&body).map_err(StoreError::Encode)?;
         // Written aside and renamed, so a crash leaves the old ledger whole.
-        let tmp = self.path.with_extension(format!("tmp-{}", std::process::id()));
+        let tmp = self
+            .path
+            .with_extension(format!("tmp-{}", std::process::id()));
         let io = |e| StoreError::Backend(Box::new(e));
         std::fs::write(&tmp, json).map_err(io)?;
         std::fs::rename(&tmp, &self.path).map_err(io)

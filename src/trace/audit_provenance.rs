@@ -39,19 +39,34 @@ pub(crate) fn summarize<'a>(
     results: impl Iterator<Item = &'a RecordedResult>,
 ) -> Vec<SessionProvenance> {
     let session_of: HashMap<&str, &str> = calls
-        .map(|c| (c.call_id.as_str(), c.session.as_deref().unwrap_or("default")))
+        .map(|c| {
+            (
+                c.call_id.as_str(),
+                c.session.as_deref().unwrap_or("default"),
+            )
+        })
         .collect();
     let mut by_session: BTreeMap<String, SessionProvenance> = BTreeMap::new();
     let mut ordered: Vec<&RecordedResult> = results.collect();
     ordered.sort_by(|a, b| (a.ts_unix_ms, &a.call_id).cmp(&(b.ts_unix_ms, &b.call_id)));
     for r in ordered {
         let ran = r.exit_code.is_some() || r.signal.is_some();
-        for p in r.provenance.iter().filter(|p| p.tag == ProvenanceTag::Assumed) {
-            let session = session_of.get(r.call_id.as_str()).copied().unwrap_or("default");
-            let entry = by_session.entry(session.to_string()).or_insert_with(|| SessionProvenance {
-                session: session.to_string(),
-                ..Default::default()
-            });
+        for p in r
+            .provenance
+            .iter()
+            .filter(|p| p.tag == ProvenanceTag::Assumed)
+        {
+            let session = session_of
+                .get(r.call_id.as_str())
+                .copied()
+                .unwrap_or("default");
+            let entry =
+                by_session
+                    .entry(session.to_string())
+                    .or_insert_with(|| SessionProvenance {
+                        session: session.to_string(),
+                        ..Default::default()
+                    });
             if p.write && ran {
                 entry.writes_ran += 1;
             }

@@ -54,10 +54,35 @@ const PATHS: FreeText = FreeText {
 };
 
 const GREP_OPTIONS: &[&str] = &[
-    "-e", "--regexp", "-m", "--max-count", "-A", "-B", "-C", "--context", "--after-context",
-    "--before-context", "--label", "--include", "--exclude", "--exclude-dir", "-g", "--glob",
-    "-t", "--type", "--type-not", "--color", "--colors", "-M", "--max-columns", "-j",
-    "--threads", "--replace", "--encoding", "--sort", "--sortr",
+    "-e",
+    "--regexp",
+    "-m",
+    "--max-count",
+    "-A",
+    "-B",
+    "-C",
+    "--context",
+    "--after-context",
+    "--before-context",
+    "--label",
+    "--include",
+    "--exclude",
+    "--exclude-dir",
+    "-g",
+    "--glob",
+    "-t",
+    "--type",
+    "--type-not",
+    "--color",
+    "--colors",
+    "-M",
+    "--max-columns",
+    "-j",
+    "--threads",
+    "--replace",
+    "--encoding",
+    "--sort",
+    "--sortr",
 ];
 
 /// The free text of `program` (by base name).
@@ -65,10 +90,33 @@ pub(crate) fn of(program: &str) -> FreeText {
     match program {
         "git" => FreeText {
             options: &[
-                "-m", "--message", "-c", "--author", "--format", "--pretty", "--grep", "-S",
-                "-G", "--date", "-b", "-B", "--orphan", "--since", "--until", "--after",
-                "--before", "-n", "--max-count", "--abbrev", "-U", "--unified", "--committer",
-                "--depth", "--branch", "-o", "--origin",
+                "-m",
+                "--message",
+                "-c",
+                "--author",
+                "--format",
+                "--pretty",
+                "--grep",
+                "-S",
+                "-G",
+                "--date",
+                "-b",
+                "-B",
+                "--orphan",
+                "--since",
+                "--until",
+                "--after",
+                "--before",
+                "-n",
+                "--max-count",
+                "--abbrev",
+                "-U",
+                "--unified",
+                "--committer",
+                "--depth",
+                "--branch",
+                "-o",
+                "--origin",
             ],
             ..PATHS
         },
@@ -117,42 +165,113 @@ pub(crate) fn of(program: &str) -> FreeText {
         },
         "find" => FreeText {
             options: &[
-                "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex",
-                "-iregex", "-lname", "-ilname", "-type", "-xtype", "-maxdepth", "-mindepth",
-                "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-perm",
-                "-printf", "-fprintf", "-user", "-group", "-uid", "-gid", "-links", "-inum",
-                "-regextype", "-fstype", "-used",
+                "-name",
+                "-iname",
+                "-path",
+                "-ipath",
+                "-wholename",
+                "-iwholename",
+                "-regex",
+                "-iregex",
+                "-lname",
+                "-ilname",
+                "-type",
+                "-xtype",
+                "-maxdepth",
+                "-mindepth",
+                "-size",
+                "-mtime",
+                "-mmin",
+                "-atime",
+                "-amin",
+                "-ctime",
+                "-cmin",
+                "-perm",
+                "-printf",
+                "-fprintf",
+                "-user",
+                "-group",
+                "-uid",
+                "-gid",
+                "-links",
+                "-inum",
+                "-regextype",
+                "-fstype",
+                "-used",
             ],
             stops: &["-exec", "-execdir", "-ok", "-okdir"],
             ..PATHS
         },
         "fd" | "fdfind" => FreeText {
-            options: &["-e", "--extension", "-t", "--type", "-d", "--max-depth", "-E", "--exclude", "-x", "--exec"],
+            options: &[
+                "-e",
+                "--extension",
+                "-t",
+                "--type",
+                "-d",
+                "--max-depth",
+                "-E",
+                "--exclude",
+                "-x",
+                "--exec",
+            ],
             operands: Operands::FirstIsText,
             ..PATHS
         },
-        "echo" | "printf" | "true" | "false" | "sleep" | "seq" | "expr" | "date" | "kill" | "tr"
-        | "test" | "[" | "yes" | "basename" | "dirname" | "export" | "unset" | "exit" | "return"
-        | "which" | "type" | "command" | "id" | "whoami" | "uname" | "env" | "printenv" => {
-            FreeText {
-                operands: Operands::AllText,
-                ..PATHS
-            }
-        }
+        "echo" | "printf" | "true" | "false" | "sleep" | "seq" | "expr" | "date" | "kill"
+        | "tr" | "test" | "[" | "yes" | "basename" | "dirname" | "export" | "unset" | "exit"
+        | "return" | "which" | "type" | "command" | "id" | "whoami" | "uname" | "env"
+        | "printenv" => FreeText {
+            operands: Operands::AllText,
+            ..PATHS
+        },
         "head" | "tail" => FreeText {
-            options: &["-n", "--lines", "-c", "--bytes", "-s", "--sleep-interval", "--pid"],
+            options: &[
+                "-n",
+                "--lines",
+                "-c",
+                "--bytes",
+                "-s",
+                "--sleep-interval",
+                "--pid",
+            ],
             ..PATHS
         },
         "cut" => FreeText {
-            options: &["-d", "--delimiter", "-f", "--fields", "-c", "--characters", "-b", "--bytes", "--output-delimiter"],
+            options: &[
+                "-d",
+                "--delimiter",
+                "-f",
+                "--fields",
+                "-c",
+                "--characters",
+                "-b",
+                "--bytes",
+                "--output-delimiter",
+            ],
             ..PATHS
         },
         "sort" => FreeText {
-            options: &["-k", "--key", "-t", "--field-separator", "-S", "--buffer-size", "--parallel"],
+            options: &[
+                "-k",
+                "--key",
+                "-t",
+                "--field-separator",
+                "-S",
+                "--buffer-size",
+                "--parallel",
+            ],
             ..PATHS
         },
         "uniq" => FreeText {
-            options: &["-f", "--skip-fields", "-s", "--skip-chars", "-w", "--check-chars"],
+            options: &[
+                "-f",
+                "--skip-fields",
+                "-s",
+                "--skip-chars",
+                "-w",
+                "--check-chars",
+            ],
             ..PATHS
         },
         "xargs" => FreeText {
@@ -173,16 +292,42 @@ pub(crate) fn of(program: &str) -> FreeText {
             ..PATHS
         },
         "diff" => FreeText {
-            options: &["-U", "--unified", "-C", "--context", "-I", "--ignore-matching-lines", "--label", "-L"],
+            options: &[
+                "-U",
+                "--unified",
+                "-C",
+                "--context",
+                "-I",
+                "--ignore-matching-lines",
+                "--label",
+                "-L",
+            ],
             ..PATHS
         },
-        "cargo" | "make" | "gmake" | "npm" | "npx" | "pnpm" | "yarn" | "go" | "rustc" | "rustup"
-        | "pip" | "pip3" | "uv" | "poetry" | "just" | "ninja" | "cmake" | "mvn" | "gradle"
-        | "pytest" | "tox" | "nox" | "docker" | "kubectl" => FreeText {
+        "cargo" | "make" | "gmake" | "npm" | "npx" | "pnpm" | "yarn" | "go" | "rustc"
+        | "rustup" | "pip" | "pip3" | "uv" | "poetry" | "just" | "ninja" | "cmake" | "mvn"
+        | "gradle" | "pytest" | "tox" | "nox" | "docker" | "kubectl" => FreeText {
             options: &[
-                "-k", "-m", "-p", "--package", "--bin", "--example", "--test", "--bench",
-                "--features", "-F", "-j", "--jobs", "--target", "-r", "--run", "-E", "-C",
-                "--profile", "--color", "-Z",
+                "-k",
+                "-m",
+                "-p",
+                "--package",
+                "--bin",
+                "--example",
+                "--test",
+                "--bench",
+                "--features",
+                "-F",
+                "-j",
+                "--jobs",
+                "--target",
+                "-r",
+                "--run",
+                "-E",
+                "-C",
+                "--profile",
+                "--color",
+                "-Z",
             ],
             operands: Operands::BareNames,
             stop_at_dashdash: true,

@@ -108,7 +108,10 @@ impl Walk<'_> {
         };
         let name = basename(prog);
         let spec = free_text::of(name);
-        let base = cwd.exact.clone().unwrap_or_else(|| self.ctx.cwd.to_path_buf());
+        let base = cwd
+            .exact
+            .clone()
+            .unwrap_or_else(|| self.ctx.cwd.to_path_buf());
         let mut operands: Vec<(usize, &Word)> = Vec::new();
         let mut after_dashdash = false;
         let mut skip_next = false;
@@ -172,7 +175,10 @@ impl Walk<'_> {
         let Some(out) = self.paths.as_mut() else {
             return;
         };
-        let base = cwd.exact.clone().unwrap_or_else(|| self.ctx.cwd.to_path_buf());
+        let base = cwd
+            .exact
+            .clone()
+            .unwrap_or_else(|| self.ctx.cwd.to_path_buf());
         if let Some(arg) = literal(target, write, &base, None) {
             out.push(arg);
         }
@@ -180,7 +186,12 @@ impl Walk<'_> {
 }
 
 /// A word whose value is known before it runs, as a path argument.
-fn literal(w: &Word, write: bool, base: &std::path::Path, prog: Option<&str>) -> Option<PathArgument> {
+fn literal(
+    w: &Word,
+    write: bool,
+    base: &std::path::Path,
+    prog: Option<&str>,
+) -> Option<PathArgument> {
     let f = &w.features;
     let v = w.value.as_str();
     if v.is_empty() || has_expansion(f) || f.glob || f.brace || f.tilde || v.starts_with("/dev/") {
