@@ -159,6 +159,15 @@ pub fn extract(
                     .any(|a| a.starts_with('-') && a != "-maxdepth" && a != "-mindepth"),
             ),
             "rg" if p.has_long("--files") => lines(p, stdout, &mut out, p.alone),
+            // `-l`: the names of matching files, one per line.
+            "grep" | "egrep" | "fgrep" | "rg"
+                if p.has_short('l')
+                    || p.has_short('L')
+                    || p.has_long("--files-with-matches")
+                    || p.has_long("--files-without-match") =>
+            {
+                lines(p, stdout, &mut out, false)
+            }
             "tree" => tree(p, stdout, &mut out),
             "git" => git(p, stdout, &mut out),
             _ => {}
@@ -294,7 +303,13 @@ fn tree(p: &Producer, stdout: &str, out: &mut Extracted) {
     let mut stack: Vec<String> = Vec::new();
     let mut top: Option<String> = None;
     for line in stdout.lines() {
-        let Some(at) = line.find("── ") else {
+        // UTF-8 drawing (`├── `) or, in the C locale, ASCII (`|-- `).
+        let marker = line.find("── ").map(|at| (at, "── ".len())).or_else(|| {
+            line.find("-- ")
+                .filter(|&at| at > 0 && matches!(line.as_bytes()[at - 1], b'|' | b'`'))
+                .map(|at| (at - 1, 4))
+        });
+        let Some((at, marker_len)) = marker else {
             if top.is_none() && !line.trim().is_empty() {
                 let t = line.trim().to_string();
                 out.listed.push(format!("{}/{t}", p.dir));
@@ -303,7 +318,7 @@ fn tree(p: &Producer, stdout: &str, out: &mut Extracted) {
             continue;
         };
         let depth = line[..at].chars().count() / 4;
-        let name = &line[at + "── ".len()..];
+        let name = &line[at + marker_len..];
         let name = name.split_once(" -> ").map_or(name, |(n, _)| n);
         stack.truncate(depth);
         let base = top.clone().unwrap_or_else(|| ".".into());

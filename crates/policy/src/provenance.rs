@@ -205,3 +205,111 @@ fn literal(
         program: prog.map(str::to_string),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    const POLICY: &str = r#"
+name = "t"
+default = "deny"
+[[rule]]
+id = "read"
+programs = ["cat", "ls", "grep", "python3", "echo", "find"]
+action = "allow"
+risk = "low"
+read_only = true
+reason = "reads"
+[[rule]]
+id = "grep"
+program = "grep"
+pattern_operand = true
+action = "allow"
+risk = "low"
+read_only = true
+reason = "searches"
+[[rule]]
+id = "touch"
+programs = ["touch", "rm"]
+writes = "operands"
+action = "allow"
+risk = "low"
+reason = "writes"
+[[rule]]
+id = "cp"
+programs = ["cp", "mv"]
+writes = "last"
+action = "allow"
+risk = "low"
+reason = "copies"
+[[rule]]
+id = "git"
+program = "git"
+action = "allow"
+risk = "low"
+reason = "git"
+"#;
+
+    /// `(value, write, base relative to the root)` of each path argument.
+    fn args(cmd: &str) -> Vec<(String, bool, String)> {
+        let policy = Policy::parse(POLICY, "t.toml").unwrap();
+        let root = Path::new("/nonexistent-root");
+        let ctx = Context { root, cwd: root };
+        policy
+            .path_arguments(&CommandSpec::Shell(cmd.into()), &ctx)
+            .unwrap()
+            .into_iter()
+            .map(|a| {
+                let base = a.base.strip_prefix(root).unwrap().display().to_string();
+                (a.value, a.write, base)
+            })
+            .collect()
+    }
+
+    fn v(list: &[(&str, bool, &str)]) -> Vec<(String, bool, String)> {
+        list.iter()
+            .map(|(a, w, b)| (a.to_string(), *w, b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn operands_and_redirections_are_paths_with_what_the_rule_writes() {
+        assert_eq!(
+            args("cat a.py src/b.py"),
+            v(&[("a.py", false, ""), ("src/b.py", false, "")])
+        );
+        assert_eq!(args("touch x y"), v(&[("x", true, ""), ("y", true, "")]));
+        assert_eq!(
+            args("cp a b dest"),
+            v(&[("a", false, ""), ("b", false, ""), ("dest", true, "")])
+        );
+        assert_eq!(
+            args("echo hi > out.txt && cat < in.txt"),
+            v(&[("out.txt", true, ""), ("in.txt", false, "")])
+        );
+        // After `cd &&`, relative to where the command certainly runs.
+        assert_eq!(args("cd src && touch n.py"), v(&[("n.py", true, "src")]));
+    }
+
+    #[test]
+    fn free_text_is_not_a_path() {
+        assert_eq!(args("grep -rn 'a/b' src"), v(&[("src", false, "")]));
+        assert_eq!(args("grep -e pat -n x.py"), v(&[("x.py", false, "")]));
+        // This rule names no subcommands, so `commit` is an operand too.
+        assert_eq!(
+            args("git commit -m 'fix src/a.py' src/a.py"),
+            v(&[("commit", false, ""), ("src/a.py", false, "")])
+        );
+        assert_eq!(args("python3 -c 'open(\"x\")' arg"), v(&[]));
+        assert_eq!(args("python3 tool.py"), v(&[("tool.py", false, "")]));
+        assert_eq!(args("echo src/a.py"), v(&[]));
+        assert_eq!(
+            args("find src -name '*.py' -type f"),
+            v(&[("src", false, "")])
+        );
+        // Words only known at run time are not tagged.
+        assert_eq!(args("cat $F *.py"), v(&[]));
+    }
+}
