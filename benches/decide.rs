@@ -203,6 +203,7 @@ fn realistic_result() -> ToolResult {
             warnings: Vec::new(),
         }),
         duplicate: false,
+        provenance: Vec::new(),
     }
 }
 
@@ -227,6 +228,70 @@ fn bench_result(c: &mut Criterion) {
     group.finish();
 }
 
+/// Argument provenance on top of the decision: the request's path
+/// arguments (a second walk of the request) tagged against the session's
+/// ledger, empty and holding about 10,000 entries.
+fn bench_provenance(c: &mut Criterion) {
+    use agent_exec::policy::{ProvenanceMode, ProvenancePolicy};
+    use agent_exec::provenance::Provenance;
+    use agent_exec::request::SessionId;
+
+    let policy = load_policy();
+    let root = project_root();
+    let ctx = Context {
+        root: &root,
+        cwd: &root,
+    };
+    // Five tokens, two of them paths (the script is free text).
+    let spec = CommandSpec::Shell("sed -i s/foo/bar/ src/lib.rs src/main.rs".to_string());
+    let settings = ProvenancePolicy {
+        mode: ProvenanceMode::Tag,
+        ..ProvenancePolicy::default()
+    };
+    let session = SessionId::new(1000, None);
+    let empty = Provenance::new(&settings, None).unwrap_or_else(|| panic!("provenance is off"));
+    let full = Provenance::new(&settings, None).unwrap_or_else(|| panic!("provenance is off"));
+    // What `find src` over a large tree shows: 98 directories of 99 files,
+    // about 10,000 entries with the directories and their listings.
+    let mut listing = String::new();
+    for d in 0..98 {
+        for f in 0..99 {
+            listing.push_str(&format!("src/m{d}/f{f}.rs\n"));
+        }
+    }
+    listing.push_str("src/lib.rs\n");
+    let mut shown = ToolResult::success("c-find");
+    shown.exit_code = Some(0);
+    shown.stdout = listing;
+    let find = CommandSpec::Shell("find src".to_string());
+    full.record(&session, &root, &root, &find, &[], &shown);
+    let entries = full.entries(&session);
+    assert!(
+        (9_000..=10_000).contains(&entries),
+        "{entries} ledger entries"
+    );
+
+    let mut group = c.benchmark_group("provenance");
+    for (name, p) in [
+        ("sed_5tok_empty_ledger", &empty),
+        ("sed_5tok_10k_ledger", &full),
+    ] {
+        let tags = p.tag(
+            &session,
+            &root,
+            &policy.path_arguments(&spec, &ctx).unwrap_or_default(),
+        );
+        assert_eq!(tags.len(), 2, "{name}: {tags:?}");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let args = policy.path_arguments(black_box(&spec), black_box(&ctx));
+                p.tag(&session, &root, &args.unwrap_or_default())
+            })
+        });
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     // Shorter than criterion's default so the whole file measures in about
     // a minute on a small machine; many samples keep the median stable.
@@ -239,6 +304,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_lex, bench_decide, bench_evaluate, bench_result
+    targets = bench_lex, bench_decide, bench_evaluate, bench_result, bench_provenance
 }
 criterion_main!(benches);

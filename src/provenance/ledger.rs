@@ -129,14 +129,15 @@ impl Ledger {
         rows
     }
 
+    /// A lookup that counts as a use. Only in memory: a lookup changes no
+    /// stored row, so a restarted process ranks entries by when they were
+    /// last shown.
     fn touch(&mut self, key: &str) -> Option<String> {
         self.tick += 1;
         let tick = self.tick;
         let e = self.entries.get_mut(key)?;
         e.tick = tick;
-        let source = e.source.clone();
-        self.dirty.push(key.to_string());
-        Some(source)
+        Some(e.source.clone())
     }
 
     fn insert(&mut self, key: String, source: &str) {

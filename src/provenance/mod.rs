@@ -117,6 +117,11 @@ impl Provenance {
         l
     }
 
+    /// How many entries `session`'s ledger holds.
+    pub fn entries(&self, session: &SessionId) -> usize {
+        lock(&self.ledger(session)).len()
+    }
+
     /// Tags every argument in `args` against `session`'s ledger.
     pub fn tag(
         &self,
