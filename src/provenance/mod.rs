@@ -50,6 +50,13 @@ const CACHED_SESSIONS: usize = 256;
 
 type Shared = Arc<Mutex<Ledger>>;
 
+/// The cached ledgers, each with when it was last used, and the clock.
+#[derive(Default)]
+struct Sessions {
+    clock: u64,
+    ledgers: HashMap<SessionId, (Shared, u64)>,
+}
+
 fn lock(l: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
     // A ledger is consistent after every method, so a poisoned lock is
     // usable.
@@ -60,7 +67,7 @@ fn lock(l: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
 pub struct Provenance {
     policy: ProvenancePolicy,
     store: Option<Arc<dyn LedgerStore>>,
-    sessions: Mutex<(u64, HashMap<SessionId, (Shared, u64)>)>,
+    sessions: Mutex<Sessions>,
 }
 
 /// Why a call is held back: the message and the read that would help.
@@ -80,7 +87,7 @@ impl Provenance {
         (policy.mode != ProvenanceMode::Off).then(|| Provenance {
             policy: policy.clone(),
             store,
-            sessions: Mutex::new((0, HashMap::new())),
+            sessions: Mutex::new(Sessions::default()),
         })
     }
 
@@ -90,7 +97,10 @@ impl Provenance {
 
     fn ledger(&self, session: &SessionId) -> Shared {
         let mut guard = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let (clock, map) = &mut *guard;
+        let Sessions {
+            clock,
+            ledgers: map,
+        } = &mut *guard;
         *clock += 1;
         if let Some((l, used)) = map.get_mut(session) {
             *used = *clock;
@@ -158,20 +168,14 @@ impl Provenance {
         }
         let first = assumed[0];
         let names: Vec<String> = assumed.iter().map(|t| format!("`{}`", t.arg)).collect();
+        let (it, it_is) = if assumed.len() == 1 {
+            ("it", "it is")
+        } else {
+            ("them", "they are")
+        };
         let message = format!(
-            "{} {} written without having been seen: no earlier result of this session showed {}, nor listed the directory {} in (assumed arguments allowed for a command that writes: {})",
+            "{} would be written without having been seen: no earlier result of this session showed {it}, nor listed the directory {it_is} in (assumed arguments a command that writes may have: {})",
             names.join(", "),
-            if assumed.len() == 1 {
-                "would be"
-            } else {
-                "would be"
-            },
-            if assumed.len() == 1 { "it" } else { "them" },
-            if assumed.len() == 1 {
-                "it is"
-            } else {
-                "they are"
-            },
             self.policy.assumed_budget
         );
         Some(HoldBack {

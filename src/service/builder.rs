@@ -220,15 +220,18 @@ impl ServiceBuilder {
         };
         // The one place a service's sandbox is prepared.
         let sandbox = Sandbox::prepare(supervisor, &sandbox_config(&self.policy.sandbox), &root)?;
-        let (store, ledger): (Option<Arc<dyn StateStore>>, Option<Arc<dyn LedgerStore>>) =
-            match self.state {
-                Some(StoreTarget::Dir(dir)) => {
-                    let s = Arc::new(SqliteStore::open(&dir)?);
-                    (Some(s.clone()), Some(s))
-                }
-                Some(StoreTarget::Store(s)) => (Some(s), None),
-                None => (None, None),
-            };
+        // The state directory's database keeps ledgers too, unless told
+        // otherwise.
+        let mut ledger: Option<Arc<dyn LedgerStore>> = None;
+        let store: Option<Arc<dyn StateStore>> = match self.state {
+            Some(StoreTarget::Dir(dir)) => {
+                let s = Arc::new(SqliteStore::open(&dir)?);
+                ledger = Some(s.clone());
+                Some(s)
+            }
+            Some(StoreTarget::Store(s)) => Some(s),
+            None => None,
+        };
         let provenance = Provenance::new(&self.policy.provenance, self.ledger.or(ledger));
         let base_env = BaseEnv::from_policy(&self.policy);
         let budgets = Budgets::per_uid_sessions(&self.policy.budget, self.uid_budget_sessions);
