@@ -228,9 +228,11 @@ fn bench_result(c: &mut Criterion) {
     group.finish();
 }
 
-/// Argument provenance on top of the decision: the request's path
-/// arguments (a second walk of the request) tagged against the session's
-/// ledger, empty and holding about 10,000 entries.
+/// Argument provenance on top of the decision: the decision with the
+/// request's path arguments collected by the same walk, then tagged
+/// against the session's ledger, empty and holding about 10,000 entries.
+/// `decide_only` is the same command's bare decision, the same-run
+/// baseline.
 fn bench_provenance(c: &mut Criterion) {
     use agent_exec::policy::{ProvenanceMode, ProvenancePolicy};
     use agent_exec::provenance::Provenance;
@@ -272,20 +274,26 @@ fn bench_provenance(c: &mut Criterion) {
     );
 
     let mut group = c.benchmark_group("provenance");
+    group.bench_function("sed_5tok_decide_only", |b| {
+        b.iter(|| policy.decide(black_box(&spec), black_box(&ctx)))
+    });
     for (name, p) in [
         ("sed_5tok_empty_ledger", &empty),
         ("sed_5tok_10k_ledger", &full),
     ] {
-        let tags = p.tag(
-            &session,
-            &root,
-            &policy.path_arguments(&spec, &ctx).unwrap_or_default(),
-        );
+        let (decision, args) = match policy.decide_with_paths(&spec, &ctx) {
+            Ok(d) => d,
+            Err(e) => panic!("{name} gets no decision: {e}"),
+        };
+        assert_eq!(Ok(&decision), policy.decide(&spec, &ctx).as_ref());
+        let tags = p.tag(&session, &root, &args);
         assert_eq!(tags.len(), 2, "{name}: {tags:?}");
         group.bench_function(name, |b| {
             b.iter(|| {
-                let args = policy.path_arguments(black_box(&spec), black_box(&ctx));
-                p.tag(&session, &root, &args.unwrap_or_default())
+                let (d, args) = policy
+                    .decide_with_paths(black_box(&spec), black_box(&ctx))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                (d, p.tag(&session, &root, &args))
             })
         });
     }

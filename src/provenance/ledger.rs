@@ -13,18 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use super::extract::Extracted;
 use crate::policy::PathArgument;
 use crate::result::{ArgProvenance, ProvenanceTag};
-
-/// A ledger entry as it is stored.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LedgerRow {
-    /// `p:PATH` a path, `d:DIR` a listed directory, `h:HASH7` a commit,
-    /// `r:NAME` a branch or tag.
-    pub key: String,
-    /// The call whose result showed it.
-    pub source: String,
-    /// Recency: larger is more recent.
-    pub tick: u64,
-}
+use crate::store::LedgerRow;
 
 #[derive(Debug, Clone)]
 struct Entry {

@@ -23,26 +23,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use extract::{Extracted, Producer, extract};
-pub use ledger::{Changes, Ledger, LedgerRow, normalize};
+pub use ledger::{Changes, Ledger, normalize};
 pub use session_file::SessionFile;
 
 use crate::policy::{PathArgument, ProvenanceMode, ProvenancePolicy};
 use crate::request::{CommandSpec, SessionId};
 use crate::result::{ArgProvenance, ProvenanceTag, ToolResult};
-use crate::store::StoreError;
-
-/// Where ledgers are kept between processes.
-pub trait LedgerStore: Send + Sync {
-    /// Every entry of `session`'s ledger.
-    fn ledger_load(&self, session: &SessionId) -> Result<Vec<LedgerRow>, StoreError>;
-    /// Applies one call's changes to `session`'s ledger.
-    fn ledger_save(
-        &self,
-        session: &SessionId,
-        upsert: &[LedgerRow],
-        remove: &[String],
-    ) -> Result<(), StoreError>;
-}
+pub use crate::store::{LedgerRow, LedgerStore};
 
 /// How many sessions' ledgers stay in memory; others are reloaded from
 /// the store when their session calls again.

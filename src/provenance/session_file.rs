@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{LedgerRow, LedgerStore};
 use crate::request::SessionId;
-use crate::store::StoreError;
+use crate::store::{LedgerRow, LedgerStore, StoreError};
 
 /// A JSON file holding one ledger, whatever the session label.
 #[derive(Debug)]

@@ -145,7 +145,7 @@ impl Service {
             Err(refusal) => return refusal.into_result(call_id, None),
         };
         let decision = &checked.decision;
-        let tags = match self.provenance_tags(call_id, req, session, &checked.cwd, decision) {
+        let tags = match self.provenance_tags(call_id, session, &checked) {
             Ok(t) => t,
             Err(r) => return *r,
         };

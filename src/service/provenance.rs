@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use super::Service;
+use super::check::Checked;
 use super::refusal::Refusal;
-use crate::policy::{Context, Decision};
 use crate::request::{RunRequest, SessionId};
 use crate::result::{ArgProvenance, ToolResult};
 
@@ -17,21 +17,14 @@ impl Service {
     pub(super) fn provenance_tags(
         &self,
         call_id: &str,
-        req: &RunRequest,
         session: &SessionId,
-        cwd: &Path,
-        decision: &Decision,
+        checked: &Checked,
     ) -> Result<Vec<ArgProvenance>, Box<ToolResult>> {
         let Some(p) = &self.provenance else {
             return Ok(Vec::new());
         };
-        let root = self.checker.root();
-        let ctx = Context { root, cwd };
-        let args = self
-            .policy
-            .path_arguments(&req.command, &ctx)
-            .unwrap_or_default();
-        let tags = p.tag(session, root, &args);
+        let (cwd, decision) = (&checked.cwd, &checked.decision);
+        let tags = p.tag(session, self.checker.root(), &checked.paths);
         let Some(held) = p.hold_back(&tags, decision.read_only, cwd) else {
             return Ok(tags);
         };

@@ -5,8 +5,32 @@
 use rusqlite::{TransactionBehavior, params};
 
 use super::{SqliteStore, StoreError};
-use crate::provenance::{LedgerRow, LedgerStore};
 use crate::request::SessionId;
+
+/// A ledger entry as it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LedgerRow {
+    /// `p:PATH` a path, `d:DIR` a listed directory, `h:HASH7` a commit,
+    /// `r:NAME` a branch or tag.
+    pub key: String,
+    /// The call whose result showed it.
+    pub source: String,
+    /// Recency: larger is more recent.
+    pub tick: u64,
+}
+
+/// Where argument provenance ledgers are kept between processes.
+pub trait LedgerStore: Send + Sync {
+    /// Every entry of `session`'s ledger.
+    fn ledger_load(&self, session: &SessionId) -> Result<Vec<LedgerRow>, StoreError>;
+    /// Applies one call's changes to `session`'s ledger.
+    fn ledger_save(
+        &self,
+        session: &SessionId,
+        upsert: &[LedgerRow],
+        remove: &[String],
+    ) -> Result<(), StoreError>;
+}
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS provenance_ledger (

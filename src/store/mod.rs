@@ -599,5 +599,7 @@ fn start_time(pid: i64) -> Option<i64> {
 
 mod ledger;
 
+pub use ledger::{LedgerRow, LedgerStore};
+
 #[cfg(test)]
 mod tests;

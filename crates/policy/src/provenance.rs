@@ -89,6 +89,17 @@ impl Policy {
         cmd: &CommandSpec,
         ctx: &Context,
     ) -> Result<Vec<PathArgument>, ParseError> {
+        Ok(self.walk_paths(cmd, ctx)?.1)
+    }
+
+    /// [`decide`](Policy::decide) and [`path_arguments`](Policy::path_arguments)
+    /// from one walk of the request: what a service that tags arguments
+    /// calls instead of `decide`.
+    pub fn decide_with_paths(
+        &self,
+        cmd: &CommandSpec,
+        ctx: &Context,
+    ) -> Result<(crate::Decision, Vec<PathArgument>), ParseError> {
         self.walk_paths(cmd, ctx)
     }
 }

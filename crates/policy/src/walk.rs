@@ -56,16 +56,18 @@ impl Policy {
         Ok(walk.finish(needs_shell))
     }
 
-    /// The path arguments of a request (see [`Policy::path_arguments`]).
+    /// The decision and the path arguments of a request, from one walk
+    /// (see [`Policy::decide_with_paths`]).
     pub(crate) fn walk_paths(
         &self,
         cmd: &CommandSpec,
         ctx: &Context,
-    ) -> Result<Vec<crate::PathArgument>, ParseError> {
+    ) -> Result<(Decision, Vec<crate::PathArgument>), ParseError> {
         let mut walk = Walk::new(self, ctx, false);
         walk.paths = Some(Vec::new());
-        self.walk_into(&mut walk, cmd)?;
-        Ok(walk.paths.take().unwrap_or_default())
+        let needs_shell = self.walk_into(&mut walk, cmd)?;
+        let paths = walk.paths.take().unwrap_or_default();
+        Ok((walk.finish(needs_shell).into_decision(), paths))
     }
 
     /// Walks `cmd`; whether it needs a shell.
