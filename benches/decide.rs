@@ -288,6 +288,10 @@ fn bench_provenance(c: &mut Criterion) {
         assert_eq!(Ok(&decision), policy.decide(&spec, &ctx).as_ref());
         let tags = p.tag(&session, &root, &args);
         assert_eq!(tags.len(), 2, "{name}: {tags:?}");
+        // The tagging alone, on arguments already collected.
+        group.bench_function(format!("{name}_tag_only"), |b| {
+            b.iter(|| p.tag(&session, &root, black_box(&args)))
+        });
         group.bench_function(name, |b| {
             b.iter(|| {
                 let (d, args) = policy
