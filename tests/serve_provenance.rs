@@ -61,6 +61,12 @@ fn listed_files_are_observed_guesses_are_held_back_and_the_ledger_survives_a_res
     {
         let mut d = fx.start(&[]);
         let mut c = fx.connect();
+        let described = c.call(&json!({"id": "d", "tool": "describe"}));
+        let described: Value = serde_json::from_str(described["stdout"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            described["provenance"],
+            json!({"mode": "enforce", "assumed_budget": 0})
+        );
 
         // A write on a path nothing showed: held back, nothing runs.
         let guess = write(&mut c, "1", "echo x >> src/a.py");

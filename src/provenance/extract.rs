@@ -491,3 +491,18 @@ fn path_before_line_number(s: &str) -> Option<&str> {
     // A file name has an extension or a directory (`12:00:01` is a time).
     (plausible_path(path) && (path.contains('.') || path.contains('/'))).then_some(path)
 }
+
+/// Output kept as head and tail (`[... N bytes omitted ...]` between)
+/// without the two lines the cut went through, which are pieces of names.
+pub fn whole_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(at) = text.find("\n[... ") else {
+        return text.into();
+    };
+    let Some(end) = text[at..].find(" bytes omitted ...]\n").map(|e| at + e) else {
+        return text.into();
+    };
+    let head = text[..at].rsplit_once('\n').map_or("", |(h, _)| h);
+    let rest = &text[end + " bytes omitted ...]\n".len()..];
+    let tail = rest.split_once('\n').map_or("", |(_, t)| t);
+    format!("{head}\n{tail}").into()
+}

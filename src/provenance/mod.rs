@@ -191,13 +191,9 @@ impl Provenance {
         }
         let producer = Producer::of(command);
         let is_dir = |p: &str| cwd.join(p).is_dir();
-        let found = extract(
-            producer.as_ref(),
-            &result.stdout,
-            &result.stderr,
-            result.ok,
-            &is_dir,
-        );
+        let stdout = extract::whole_lines(&result.stdout);
+        let stderr = extract::whole_lines(&result.stderr);
+        let found = extract(producer.as_ref(), &stdout, &stderr, result.ok, &is_dir);
         if found == Extracted::default() {
             return;
         }

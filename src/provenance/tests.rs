@@ -407,3 +407,10 @@ fn the_suggested_read_lists_the_nearest_existing_directory() {
     assert!(s.contains("git ls-files | grep x.py"), "{s}");
     assert!(suggest_read("top.txt", p.path()).contains("`ls .`"));
 }
+
+#[test]
+fn the_lines_a_truncation_cut_through_are_dropped() {
+    let text = "src/a.py\nsrc/b.p\n[... 123 bytes omitted ...]\ny.py\nsrc/z.py\n";
+    assert_eq!(extract::whole_lines(text), "src/a.py\nsrc/z.py\n");
+    assert_eq!(extract::whole_lines("a\nb\n"), "a\nb\n");
+}

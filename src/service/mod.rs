@@ -256,6 +256,7 @@ impl Service {
                 "max_command_bytes": l.max_command_bytes,
             },
             "budget": {"max_mutating_runs": self.policy.budget.max_mutating_runs, "max_wall_ms": self.policy.budget.max_wall_ms},
+            "provenance": {"mode": self.policy.provenance.mode, "assumed_budget": self.policy.provenance.assumed_budget},
             "sandbox": crate::result::SandboxSummary::from(self.sandbox.summary()),
             "version": env!("CARGO_PKG_VERSION"),
         })
