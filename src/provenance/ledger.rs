@@ -234,9 +234,10 @@ impl Ledger {
             self.insert(format!("d:{p}"), source);
         }
         for h in &found.hashes {
+            // `get`: an argument may have a multibyte character anywhere.
             if !own
                 .iter()
-                .any(|o| o.len() >= 7 && h.starts_with(&o[..7.min(o.len())]))
+                .any(|o| o.get(..7).is_some_and(|p| h.starts_with(p)))
             {
                 self.insert(format!("h:{}", &h[..7]), source);
             }

@@ -308,7 +308,8 @@ fn the_requests_own_arguments_do_not_become_observed() {
         &root,
         "c-1",
         &found,
-        &["x.py".into(), "0123456".into()],
+        // A multibyte character where a hash prefix's seventh byte would be.
+        &["x.py".into(), "0123456".into(), "abcdef\u{e9}gh".into()],
     );
     assert_eq!(
         l.tag(&root, &arg(&root, ".", "x.py", true)).tag,
