@@ -31,9 +31,10 @@ use crate::request::{CommandSpec, SessionId};
 use crate::result::{ArgProvenance, ProvenanceTag, ToolResult};
 pub use crate::store::{LedgerRow, LedgerStore};
 
-/// How many sessions' ledgers stay in memory; others are reloaded from
-/// the store when their session calls again.
-const CACHED_SESSIONS: usize = 256;
+/// How many sessions' ledgers stay in memory (each up to
+/// `max_entries` names); others are reloaded from the store when their
+/// session calls again, or start empty without one.
+const CACHED_SESSIONS: usize = 64;
 
 type Shared = Arc<Mutex<Ledger>>;
 
