@@ -15,6 +15,15 @@ risk = "low"
 reason = "lists directories"
 program = "ls"
 read_only = true
+
+[[rule]]
+id = "grep"
+action = "allow"
+risk = "low"
+reason = "searches"
+program = "grep"
+read_only = true
+pattern_operand = true
 "#;
 
 fn fixture(mode: &str) -> Fixture {
@@ -287,6 +296,34 @@ fn under_tag_a_guess_runs_is_tagged_audited_and_replays_with_the_same_tags() {
             .collect();
         assert_eq!(got, want, "replayed {p}\nrecorded {r}");
     }
+}
+
+#[test]
+fn a_search_hit_makes_its_file_observed_and_the_pattern_is_not_an_argument() {
+    let fx = fixture("enforce");
+    std::fs::write(fx.root.join("lib/c.py"), "x = 1\n# TODO: c\n").unwrap();
+    let _d = fx.start(&[]);
+    let mut c = fx.connect();
+    let hit = c.run("1", "grep -rn 'TODO: c' lib");
+    assert_eq!(hit["ok"], true, "{hit}");
+    let args: Vec<&str> = hit["provenance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["arg"].as_str().unwrap())
+        .collect();
+    assert_eq!(args, ["lib"], "the pattern is free text: {hit}");
+    let edit = write(&mut c, "2", "echo '# done' >> lib/c.py");
+    assert_eq!(edit["ok"], true, "{edit}");
+    let e = entry(&edit, "lib/c.py");
+    assert_eq!(
+        (&e["tag"], &e["source"]),
+        (&json!("observed"), &hit["call_id"]),
+        "{edit}"
+    );
+    // A hit names a file, not its directory's whole contents.
+    let beside = write(&mut c, "3", "touch lib/other.py");
+    assert_eq!(error_type(&beside), "ASSUMED_ARGUMENT", "{beside}");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
