@@ -205,6 +205,7 @@ fn realistic_result() -> ToolResult {
             warnings: Vec::new(),
         }),
         duplicate: false,
+        provenance: Vec::new(),
     }
 }
 
@@ -229,6 +230,82 @@ fn bench_result(c: &mut Criterion) {
     group.finish();
 }
 
+/// Argument provenance on top of the decision: the decision with the
+/// request's path arguments collected by the same walk, then tagged
+/// against the session's ledger, empty and holding about 10,000 entries.
+/// `decide_only` is the same command's bare decision, the same-run
+/// baseline.
+fn bench_provenance(c: &mut Criterion) {
+    use agent_exec::policy::{ProvenanceMode, ProvenancePolicy};
+    use agent_exec::provenance::Provenance;
+    use agent_exec::request::SessionId;
+
+    let policy = load_policy();
+    let root = project_root();
+    let ctx = Context {
+        root: &root,
+        cwd: &root,
+    };
+    // Five tokens, two of them paths (the script is free text).
+    let spec = CommandSpec::Shell("sed -i s/foo/bar/ src/lib.rs src/main.rs".to_string());
+    let settings = ProvenancePolicy {
+        mode: ProvenanceMode::Tag,
+        ..ProvenancePolicy::default()
+    };
+    let session = SessionId::new(1000, None);
+    let empty = Provenance::new(&settings, None).unwrap_or_else(|| panic!("provenance is off"));
+    let full = Provenance::new(&settings, None).unwrap_or_else(|| panic!("provenance is off"));
+    // What `find src` over a large tree shows: 98 directories of 99 files,
+    // about 10,000 entries with the directories and their listings.
+    let mut listing = String::new();
+    for d in 0..98 {
+        for f in 0..99 {
+            listing.push_str(&format!("src/m{d}/f{f}.rs\n"));
+        }
+    }
+    listing.push_str("src/lib.rs\n");
+    let mut shown = ToolResult::success("c-find");
+    shown.exit_code = Some(0);
+    shown.stdout = listing;
+    let find = CommandSpec::Shell("find src".to_string());
+    full.record(&session, &root, &root, &find, &[], &shown);
+    let entries = full.entries(&session);
+    assert!(
+        (9_000..=10_000).contains(&entries),
+        "{entries} ledger entries"
+    );
+
+    let mut group = c.benchmark_group("provenance");
+    group.bench_function("sed_5tok_decide_only", |b| {
+        b.iter(|| policy.decide(black_box(&spec), black_box(&ctx)))
+    });
+    for (name, p) in [
+        ("sed_5tok_empty_ledger", &empty),
+        ("sed_5tok_10k_ledger", &full),
+    ] {
+        let (decision, args) = match policy.decide_with_paths(&spec, &ctx) {
+            Ok(d) => d,
+            Err(e) => panic!("{name} gets no decision: {e}"),
+        };
+        assert_eq!(Ok(&decision), policy.decide(&spec, &ctx).as_ref());
+        let tags = p.tag(&session, &root, &args);
+        assert_eq!(tags.len(), 2, "{name}: {tags:?}");
+        // The tagging alone, on arguments already collected.
+        group.bench_function(format!("{name}_tag_only"), |b| {
+            b.iter(|| p.tag(&session, &root, black_box(&args)))
+        });
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let (d, args) = policy
+                    .decide_with_paths(black_box(&spec), black_box(&ctx))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                (d, p.tag(&session, &root, &args))
+            })
+        });
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     // Shorter than criterion's default so the whole file measures in about
     // a minute on a small machine; many samples keep the median stable.
@@ -241,6 +318,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_lex, bench_decide, bench_evaluate, bench_result
+    targets = bench_lex, bench_decide, bench_evaluate, bench_result, bench_provenance
 }
 criterion_main!(benches);

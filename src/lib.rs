@@ -63,6 +63,7 @@ pub mod approvals;
 pub mod approve_cli;
 pub mod eval;
 pub mod mcp;
+pub mod provenance;
 pub mod request;
 pub mod result;
 pub mod serve;
@@ -73,7 +74,9 @@ pub mod trace;
 
 pub use policy::{Decision, Policy, PolicyError, RiskLevel, Verdict};
 pub use request::{CommandSpec, RunRequest, SessionId};
-pub use result::{ErrorType, SCHEMA_VERSION, SandboxSummary, ToolResult};
+pub use result::{
+    ArgProvenance, ErrorType, ProvenanceTag, SCHEMA_VERSION, SandboxSummary, ToolResult,
+};
 pub use sandbox::{CancelToken, Supervisor, SupervisorOptions};
 pub use service::{
     Approval, ApprovalRequest, Approver, Checker, NeverApprover, Service, ServiceBuilder,

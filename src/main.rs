@@ -114,6 +114,10 @@ struct RunArgs {
     /// human approved it; with --state).
     #[arg(long, value_name = "ID", requires = "state")]
     approval_id: Option<String>,
+    /// Argument provenance ledger shared by the one-shot calls that name
+    /// the same file (when the policy's [provenance] mode is not off).
+    #[arg(long, value_name = "FILE")]
+    session_file: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -406,6 +410,9 @@ fn builder(policy: Policy, a: &RunArgs) -> ServiceBuilder {
     }
     if let Some(dir) = &a.state {
         b = b.state_dir(dir);
+    }
+    if let Some(path) = &a.session_file {
+        b = b.session_file(path);
     }
     if let Some(path) = a.record.as_ref().or(a.trace.as_ref()) {
         b = b.trace_file(path, a.record.is_some());

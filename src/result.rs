@@ -44,6 +44,9 @@ pub enum ErrorType {
     Busy,
     Cancelled,
     UnrecordedCall,
+    /// A command that writes names a path no earlier result of the session
+    /// showed (argument provenance, `[provenance] mode = "enforce"`).
+    AssumedArgument,
     /// The policy file is missing or invalid, so nothing can run.
     PolicyError,
     InternalError,
@@ -79,7 +82,8 @@ impl ErrorType {
             | ErrorType::NoMatch
             | ErrorType::KilledBySignal
             | ErrorType::ApprovalPending
-            | ErrorType::ApprovalMismatch => true,
+            | ErrorType::ApprovalMismatch
+            | ErrorType::AssumedArgument => true,
             ErrorType::ApprovalRequired
             | ErrorType::SandboxUnavailable
             | ErrorType::BudgetExhausted
@@ -165,6 +169,9 @@ impl ErrorType {
             ErrorType::UnrecordedCall => {
                 "Replay has no recorded result for this call. The session diverged from the recording."
             }
+            ErrorType::AssumedArgument => {
+                "This command writes to a path no earlier result showed. Look first (list the directory, or search for the file), then send the command again."
+            }
             ErrorType::PolicyError => {
                 "The policy is missing or invalid, so nothing ran. An operator must fix the file named in the message."
             }
@@ -186,7 +193,8 @@ impl ErrorType {
             | ErrorType::ApprovalExpired
             | ErrorType::ApprovalUsed
             | ErrorType::ApprovalMismatch
-            | ErrorType::BudgetExhausted => 126,
+            | ErrorType::BudgetExhausted
+            | ErrorType::AssumedArgument => 126,
             ErrorType::CommandNotFound => 127,
             _ => 125,
         }
@@ -231,6 +239,35 @@ impl From<agent_exec_sandbox::Summary> for SandboxSummary {
             warnings: s.warnings,
         }
     }
+}
+
+/// Where a path argument of a request came from (argument provenance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProvenanceTag {
+    /// An earlier result of the session showed it.
+    Observed,
+    /// A new name directly inside a directory an earlier result listed.
+    Invented,
+    /// Neither: a guess.
+    Assumed,
+}
+
+/// One path argument of a request, tagged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgProvenance {
+    /// The argument as the request wrote it.
+    pub arg: String,
+    /// The path it names, relative to the project root (`.` is the root;
+    /// absolute outside it).
+    pub path: String,
+    pub tag: ProvenanceTag,
+    /// The call whose result showed the path (or listed its directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The command writes, creates or removes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub write: bool,
 }
 
 /// One call's answer. Field order is the order a model reads best: verdict
@@ -280,6 +317,10 @@ pub struct ToolResult {
     /// True when an idempotency key matched an earlier call and nothing ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub duplicate: bool,
+    /// Argument provenance: one entry per path argument, when the policy's
+    /// `[provenance]` mode is not `off`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<ArgProvenance>,
 }
 
 impl ToolResult {
@@ -316,6 +357,7 @@ impl ToolResult {
             env_scrubbed: Vec::new(),
             sandbox: None,
             duplicate: false,
+            provenance: Vec::new(),
         }
     }
 
@@ -401,7 +443,7 @@ impl ToolResult {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorType; 23] = [
+    const ALL: [ErrorType; 24] = [
         ErrorType::InvalidArguments,
         ErrorType::ParseError,
         ErrorType::PermissionDenied,
@@ -418,6 +460,7 @@ mod tests {
         ErrorType::Busy,
         ErrorType::Cancelled,
         ErrorType::UnrecordedCall,
+        ErrorType::AssumedArgument,
         ErrorType::PolicyError,
         ErrorType::InternalError,
         ErrorType::ApprovalPending,

@@ -12,6 +12,7 @@ use super::schema::tool_schema_sha256;
 use super::{ApprovalHome, Replay, Service};
 use crate::approvals::LiveAmendments;
 use crate::policy::{Enforcement, Namespaces, Policy, RequirePolicy, Requirement, SandboxPolicy};
+use crate::provenance::{LedgerStore, Provenance, SessionFile};
 use crate::sandbox::{self, Sandbox, Supervisor};
 use crate::store::{Budgets, SqliteStore, StateStore, StoreError};
 use crate::trace::{
@@ -89,6 +90,7 @@ pub struct ServiceBuilder {
     approver: Box<dyn Approver>,
     trace: Option<TraceTarget>,
     replay: Option<ReplaySource>,
+    ledger: Option<Arc<dyn LedgerStore>>,
 }
 
 /// How many sessions' budgets one uid may spend together, unless told.
@@ -105,7 +107,23 @@ impl ServiceBuilder {
             approver: Box::new(NeverApprover),
             trace: None,
             replay: None,
+            ledger: None,
         }
+    }
+
+    /// Keep the argument provenance ledger of one-shot calls in `path`
+    /// (the CLI's `--session-file`), so consecutive calls share it. Without
+    /// this (or [`ledger_store`](Self::ledger_store)), ledgers are kept
+    /// with the state directory's `state.db` when there is one.
+    pub fn session_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ledger = Some(Arc::new(SessionFile::new(path)));
+        self
+    }
+
+    /// Keep argument provenance ledgers in another [`LedgerStore`].
+    pub fn ledger_store(mut self, store: Arc<dyn LedgerStore>) -> Self {
+        self.ledger = Some(store);
+        self
     }
 
     /// Keep idempotency keys, session budgets and pending approvals in
@@ -223,6 +241,9 @@ impl ServiceBuilder {
             .extend(extra_read.map(|p| p.to_string_lossy().into_owned()));
         // The one place a service's sandbox is prepared.
         let sandbox = Sandbox::prepare(supervisor, &config, &root)?;
+        // The state directory's database keeps ledgers too, unless told
+        // otherwise.
+        let mut ledger: Option<Arc<dyn LedgerStore>> = None;
         let (store, approvals): (Option<Arc<dyn StateStore>>, _) = match self.state {
             Some(StoreTarget::Dir(dir)) => {
                 let sqlite = Arc::new(SqliteStore::open(&dir)?);
@@ -231,6 +252,7 @@ impl ServiceBuilder {
                     return Err(ServiceError::StateInsideRoot { state: dir, root });
                 }
                 warn_unreachable_approvers(&self.policy, &dir);
+                ledger = Some(sqlite.clone());
                 (
                     Some(sqlite.clone()),
                     Some(ApprovalHome { store: sqlite, dir }),
@@ -239,6 +261,7 @@ impl ServiceBuilder {
             Some(StoreTarget::Store(s)) => (Some(s), None),
             None => (None, None),
         };
+        let provenance = Provenance::new(&self.policy.provenance, self.ledger.or(ledger));
         let base_env = BaseEnv::from_policy(&self.policy);
         let budgets = Budgets::per_uid_sessions(&self.policy.budget, self.uid_budget_sessions);
         let policy = Arc::new(self.policy);
@@ -261,6 +284,7 @@ impl ServiceBuilder {
             base_env,
             project_env,
             shell: find_shell(),
+            provenance,
         })
     }
 

@@ -9,7 +9,7 @@ use super::cwd::resolve_cwd;
 use super::ids::next_call_id;
 use super::refusal::Refusal;
 use super::validate::validate;
-use crate::policy::{Context, Decision, Policy};
+use crate::policy::{Context, Decision, PathArgument, Policy, ProvenanceMode};
 use crate::request::RunRequest;
 use crate::result::ToolResult;
 
@@ -27,6 +27,9 @@ pub struct Checker {
 pub(crate) struct Checked {
     pub(crate) cwd: PathBuf,
     pub(crate) decision: Decision,
+    /// The request's path arguments, collected by the same walk when the
+    /// policy's provenance mode is not `off`.
+    pub(crate) paths: Vec<PathArgument>,
 }
 
 impl Checker {
@@ -52,13 +55,20 @@ impl Checker {
             root: &self.root,
             cwd: &cwd,
         };
-        let decision = policy
-            .decide(&req.command, &ctx)
-            .map_err(|e| Refusal::Parse {
-                at: e.position(),
-                error: e.to_string(),
-            })?;
-        Ok(Checked { cwd, decision })
+        let decided = if self.policy.provenance.mode == ProvenanceMode::Off {
+            policy.decide(&req.command, &ctx).map(|d| (d, Vec::new()))
+        } else {
+            policy.decide_with_paths(&req.command, &ctx)
+        };
+        let (decision, paths) = decided.map_err(|e| Refusal::Parse {
+            at: e.position(),
+            error: e.to_string(),
+        })?;
+        Ok(Checked {
+            cwd,
+            decision,
+            paths,
+        })
     }
 
     /// The policy's decision for `req`, after the same validation a run

@@ -29,6 +29,7 @@ mod invocation;
 mod outcome;
 mod pending;
 mod project_env;
+mod provenance;
 mod refusal;
 mod schema;
 pub mod terminal;
@@ -107,6 +108,9 @@ pub struct Service {
     /// The policy with the amendments humans saved, when there is a state
     /// directory.
     amendments: Option<crate::approvals::LiveAmendments>,
+    /// Per-session ledgers of what results showed; None when the policy's
+    /// `[provenance]` mode is off.
+    provenance: Option<crate::provenance::Provenance>,
 }
 
 impl Service {
@@ -159,6 +163,10 @@ impl Service {
             Err(refusal) => return refusal.into_result(call_id, None),
         };
         let decision = &checked.decision;
+        let tags = match self.provenance_tags(call_id, session, &checked) {
+            Ok(t) => t,
+            Err(r) => return *r,
+        };
         let call = GateCall {
             call_id,
             req,
@@ -170,9 +178,14 @@ impl Service {
         };
         let pass = match self.gate(&call) {
             Ok(p) => p,
-            Err(Stop::Answer(r)) => return *r,
+            Err(Stop::Answer(r)) => {
+                let mut r = *r;
+                self.provenance_finish(session, req, &checked.cwd, tags, &mut r);
+                return r;
+            }
             Err(Stop::Refused { refusal, reserved }) => {
-                let r = refusal.into_result(call_id, Some(decision));
+                let mut r = refusal.into_result(call_id, Some(decision));
+                self.provenance_finish(session, req, &checked.cwd, tags, &mut r);
                 self.settle_key(session, reserved, args_hash, &r);
                 return r;
             }
@@ -199,6 +212,7 @@ impl Service {
         if let Some(id) = &pass.approval_id {
             result.approval_id = Some(id.clone());
         }
+        self.provenance_finish(session, req, &checked.cwd, tags, &mut result);
         self.settle(&pass, session, args_hash, &result);
         result
     }
@@ -279,6 +293,7 @@ impl Service {
                 "max_command_bytes": l.max_command_bytes,
             },
             "budget": {"max_mutating_runs": self.policy.budget.max_mutating_runs, "max_wall_ms": self.policy.budget.max_wall_ms},
+            "provenance": {"mode": self.policy.provenance.mode, "assumed_budget": self.policy.provenance.assumed_budget},
             "sandbox": crate::result::SandboxSummary::from(self.sandbox.summary()),
             "version": env!("CARGO_PKG_VERSION"),
         })

@@ -65,6 +65,13 @@ pub(crate) enum Refusal {
     SandboxUnavailable(String),
     /// agent-exec itself failed (state store, an inconsistency).
     Internal(String),
+    /// A command that writes names paths the session never saw
+    /// (argument provenance under `enforce`).
+    AssumedArgument {
+        message: String,
+        suggestion: String,
+        argument: String,
+    },
 }
 
 impl Refusal {
@@ -160,6 +167,16 @@ impl Refusal {
                 ErrorType::Busy,
                 "idempotency_key: a call with this key is still running; wait for its result",
             ),
+            Refusal::AssumedArgument {
+                message,
+                suggestion,
+                argument,
+            } => {
+                let mut r = ToolResult::refusal(call_id, ErrorType::AssumedArgument, message)
+                    .with_suggestion(suggestion);
+                r.decided_by = Some(argument);
+                r
+            }
             Refusal::BudgetExhausted(reason) => {
                 ToolResult::refusal(call_id, ErrorType::BudgetExhausted, reason)
             }

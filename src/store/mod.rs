@@ -265,6 +265,7 @@ impl SqliteStore {
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         conn.execute_batch(approvals::SCHEMA).map_err(open_err)?;
+        conn.execute_batch(ledger::SCHEMA).map_err(open_err)?;
         migrate(&mut conn).map_err(open_err)?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
@@ -628,5 +629,9 @@ fn start_time(pid: i64) -> Option<i64> {
 }
 
 mod approvals;
+mod ledger;
+
+pub use ledger::{LedgerRow, LedgerStore};
+
 #[cfg(test)]
 mod tests;

@@ -104,6 +104,10 @@ pub struct AuditReport {
     pub counts: BTreeMap<IssueKind, usize>,
     pub issues: Vec<Issue>,
     pub ok: bool,
+    /// Assumed path arguments per session (argument provenance); they do
+    /// not fail the audit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<super::SessionProvenance>,
 }
 
 impl AuditReport {
@@ -140,6 +144,9 @@ impl fmt::Display for AuditReport {
             }
             writeln!(f, ": {}", i.message)?;
         }
+        for p in &self.provenance {
+            write!(f, "{p}")?;
+        }
         Ok(())
     }
 }
@@ -171,6 +178,14 @@ pub fn audit(paths: &[PathBuf], opts: &AuditOptions) -> AuditReport {
     index.report_unmatched(&mut report, paths);
     index.check_approvals(&mut report, paths);
     report_storms(&mut report, storms, paths, opts);
+    report.provenance = super::audit_provenance::summarize(
+        index.calls.iter().map(|c| &c.ev),
+        index
+            .results
+            .values()
+            .chain(index.extra_results.iter())
+            .map(|r| &*r.ev),
+    );
     report
         .issues
         .sort_by(|a, b| (&a.file, a.line, a.kind).cmp(&(&b.file, b.line, b.kind)));

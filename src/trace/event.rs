@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::policy::{RiskLevel, Verdict};
-use crate::result::{ErrorType, SandboxSummary, ToolResult};
+use crate::result::{ArgProvenance, ErrorType, SandboxSummary, ToolResult};
 
 /// Bumped whenever a trace field changes meaning or disappears.
 pub const TRACE_SCHEMA_VERSION: u32 = 1;
@@ -109,6 +109,9 @@ pub(crate) struct ResultLine<'a> {
     pub message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<&'a SandboxSummary>,
+    /// Argument provenance: the request's path arguments, tagged.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub provenance: &'a [ArgProvenance],
     /// The whole (redacted) result, only when recording for replay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<&'a ToolResult>,
@@ -214,6 +217,8 @@ pub struct RecordedResult {
     pub message: String,
     #[serde(default)]
     pub sandbox: Option<SandboxSummary>,
+    #[serde(default)]
+    pub provenance: Vec<ArgProvenance>,
     #[serde(default)]
     pub result: Option<ToolResult>,
 }

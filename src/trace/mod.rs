@@ -16,6 +16,7 @@
 
 mod approval;
 mod audit;
+mod audit_provenance;
 mod event;
 mod redact;
 mod replay;
@@ -30,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 pub use approval::{ApprovalAction, ApprovalEvent, EVENT_APPROVAL, RecordedApproval};
 pub use audit::{AuditOptions, AuditReport, Issue, IssueKind, audit};
+pub use audit_provenance::{AssumedArgument, SessionProvenance};
 pub use event::{
     Event, LineProblem, RecordedCall, RecordedDecision, RecordedHeader, RecordedResult,
     TRACE_SCHEMA_VERSION, TraceFile, parse_line, parse_trace, read_trace,

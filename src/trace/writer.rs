@@ -212,6 +212,7 @@ impl Tracer {
             duplicate: result.duplicate,
             message: &message,
             sandbox: result.sandbox.as_ref(),
+            provenance: &result.provenance,
             result: full.as_ref(),
         };
         self.emit(&line);

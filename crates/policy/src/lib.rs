@@ -84,11 +84,13 @@ mod awk;
 mod builtins;
 mod engine;
 mod error;
+mod free_text;
 mod hidden;
 mod lint;
 mod load;
 mod paths;
 mod project;
+mod provenance;
 mod resolve;
 mod rules;
 mod secret;
@@ -102,6 +104,7 @@ pub use amend::{ApprovalsPolicy, DEFAULT_APPROVAL_TTL_SECS};
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
 pub use project::ROOT_PLACEHOLDER;
+pub use provenance::{DEFAULT_LEDGER_ENTRIES, PathArgument, ProvenanceMode, ProvenancePolicy};
 pub use resolve::resolve_program;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
@@ -617,6 +620,8 @@ pub struct Policy {
     pub trace: TracePolicy,
     /// `[approvals]`: who may approve, and for how long an approval holds.
     pub approvals: ApprovalsPolicy,
+    /// `[provenance]`
+    pub provenance: ProvenancePolicy,
     /// How shell features (substitutions, expansions, globs, nesting,
     /// assignments) are treated.
     pub shell: ShellPolicy,

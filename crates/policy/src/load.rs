@@ -44,6 +44,7 @@ struct PolicyFile {
     trace: TracePolicy,
     #[serde(default)]
     approvals: ApprovalsPolicy,
+    provenance: crate::ProvenancePolicy,
     #[serde(default)]
     shell: Option<Spanned<ShellPolicy>>,
     #[serde(default, rename = "rule")]
@@ -234,6 +235,7 @@ impl Policy {
             daemon: file.daemon,
             trace: file.trace,
             approvals: file.approvals,
+            provenance: file.provenance,
             shell,
             description: file.description,
             default_risk: file.default_risk,

@@ -66,6 +66,8 @@ pub(crate) struct Walk<'p> {
     /// The simple command being walked; tracked only for an evaluation.
     command: Option<CommandRef>,
     commands_seen: usize,
+    /// Path arguments, collected only for `Policy::path_arguments`.
+    pub(crate) paths: Option<Vec<crate::PathArgument>>,
 }
 
 /// Expansions whose result is only known at run time (globs and braces
@@ -105,6 +107,7 @@ impl<'p> Walk<'p> {
             injected: Vec::new(),
             command: None,
             commands_seen: 0,
+            paths: None,
         }
     }
 

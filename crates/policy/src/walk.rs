@@ -52,6 +52,26 @@ impl Policy {
         every: bool,
     ) -> Result<Evaluation, ParseError> {
         let mut walk = Walk::new(self, ctx, every);
+        let needs_shell = self.walk_into(&mut walk, cmd)?;
+        Ok(walk.finish(needs_shell))
+    }
+
+    /// The decision and the path arguments of a request, from one walk
+    /// (see [`Policy::decide_with_paths`]).
+    pub(crate) fn walk_paths(
+        &self,
+        cmd: &CommandSpec,
+        ctx: &Context,
+    ) -> Result<(Decision, Vec<crate::PathArgument>), ParseError> {
+        let mut walk = Walk::new(self, ctx, false);
+        walk.paths = Some(Vec::new());
+        let needs_shell = self.walk_into(&mut walk, cmd)?;
+        let paths = walk.paths.take().unwrap_or_default();
+        Ok((walk.finish(needs_shell).into_decision(), paths))
+    }
+
+    /// Walks `cmd`; whether it needs a shell.
+    fn walk_into(&self, walk: &mut Walk<'_>, cmd: &CommandSpec) -> Result<bool, ParseError> {
         let mut cwd = Cwd::default();
         let needs_shell = match cmd {
             CommandSpec::Shell(text) => {
@@ -81,7 +101,7 @@ impl Policy {
                 false
             }
         };
-        Ok(walk.finish(needs_shell))
+        Ok(needs_shell)
     }
 }
 
@@ -210,7 +230,10 @@ impl Walk<'_> {
             }
             self.substitutions(&r.target, text, cwd, depth);
             match r.kind {
-                RedirectKind::Input => self.check_word(&r.target, Access::Read, cwd),
+                RedirectKind::Input => {
+                    self.collect_redirect(&r.target, false, cwd);
+                    self.check_word(&r.target, Access::Read, cwd)
+                }
                 RedirectKind::Output
                 | RedirectKind::Append
                 | RedirectKind::ReadWrite
@@ -218,6 +241,7 @@ impl Walk<'_> {
                 | RedirectKind::AppendBoth => {
                     if r.target.value != "/dev/null" || has_expansion(&r.target.features) {
                         mutating = true;
+                        self.collect_redirect(&r.target, true, cwd);
                         match self.policy.shell.output_redirection {
                             FeatureAction::Check => self.check_word(&r.target, Access::Write, cwd),
                             action => self.builtin(
@@ -472,6 +496,7 @@ impl Walk<'_> {
             }
         };
         self.argument_names(prog, args);
+        self.collect_args(prog, args, writes, consumed, cwd);
         self.check_args(args, writes, consumed, cwd);
     }
 
