@@ -44,6 +44,7 @@ struct PolicyFile {
     trace: TracePolicy,
     #[serde(default)]
     approvals: ApprovalsPolicy,
+    #[serde(default)]
     provenance: crate::ProvenancePolicy,
     #[serde(default)]
     shell: Option<Spanned<ShellPolicy>>,
