@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod cli;
+
 use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
@@ -158,6 +160,8 @@ enum Command {
     },
     /// Run a task set against a policy and report per check.
     Eval(EvalArgs),
+    /// Report which sandbox layers this host's kernel applies.
+    Doctor(cli::doctor::DoctorArgs),
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +211,7 @@ fn main() -> ExitCode {
         }) => audit(&traces, json, retry_threshold),
         Some(Command::Replay { trace, color }) => story(&trace, &color),
         Some(Command::Eval(args)) => eval(args),
+        Some(Command::Doctor(args)) => cli::doctor::doctor(args, &supervisor),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -217,7 +222,8 @@ fn main() -> ExitCode {
 /// nothing only need stdio guarded.
 fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
     match command {
-        None => SupervisorOptions::default(),
+        // The doctor's probe is a run like any other.
+        None | Some(Command::Doctor(_)) => SupervisorOptions::default(),
         Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()
