@@ -162,6 +162,9 @@ enum Command {
     Eval(EvalArgs),
     /// Report which sandbox layers this host's kernel applies.
     Doctor(cli::doctor::DoctorArgs),
+    /// Trace tools: export to OpenTelemetry.
+    #[command(subcommand)]
+    Trace(cli::trace_cmd::TraceCmd),
 }
 
 #[derive(Args, Debug)]
@@ -212,6 +215,7 @@ fn main() -> ExitCode {
         Some(Command::Replay { trace, color }) => story(&trace, &color),
         Some(Command::Eval(args)) => eval(args),
         Some(Command::Doctor(args)) => cli::doctor::doctor(args, &supervisor),
+        Some(Command::Trace(cmd)) => cli::trace_cmd::trace(cmd),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

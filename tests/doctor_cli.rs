@@ -39,7 +39,13 @@ fn the_report_names_every_layer_and_the_host_facts() {
     assert!(!v["kernel"].as_str().unwrap().is_empty());
     assert!(!v["cgroup"]["membership"].as_array().unwrap().is_empty());
     let names: Vec<String> = layers(&out).into_iter().map(|(n, _)| n).collect();
-    for want in ["landlock", "seccomp", "cgroup", "cgroup_memory", "mount_namespace"] {
+    for want in [
+        "landlock",
+        "seccomp",
+        "cgroup",
+        "cgroup_memory",
+        "mount_namespace",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
     // Seccomp needs nothing but a Linux kernel: the probe always gets it.
@@ -75,7 +81,8 @@ fn in_github_actions_a_missing_layer_is_an_annotation() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.lines()
-            .any(|l| l.starts_with("::warning title=agent-exec sandbox layer not applied::cgroup_pids:")),
+            .any(|l| l
+                .starts_with("::warning title=agent-exec sandbox layer not applied::cgroup_pids:")),
         "{text}"
     );
 }
@@ -105,6 +112,9 @@ fn a_strict_policy_missing_a_required_layer_reports_why_the_probe_did_not_run() 
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let e = v["probe_error"].as_str().unwrap();
-    assert!(e.contains("SANDBOX_UNAVAILABLE") && e.contains("seccomp"), "{e}");
+    assert!(
+        e.contains("SANDBOX_UNAVAILABLE") && e.contains("seccomp"),
+        "{e}"
+    );
     assert!(layers(&out).iter().all(|(_, applied)| !applied));
 }

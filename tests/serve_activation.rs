@@ -98,7 +98,10 @@ fn a_socket_passed_by_systemd_socket_activate_is_served_and_readiness_is_told() 
     let status = activator.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "{status}; log:\n{text}");
-    assert!(text.contains("passed by the service manager (agent-exec)"), "{text}");
+    assert!(
+        text.contains("passed by the service manager (agent-exec)"),
+        "{text}"
+    );
     // The socket file is the service manager's: the daemon leaves it.
     assert!(fx.socket.exists());
 }

@@ -3,3 +3,4 @@
 //! small and new subcommands can be added without touching the others.
 
 pub mod doctor;
+pub mod trace_cmd;

@@ -50,7 +50,10 @@ pub fn inherited_listener() -> Result<Option<(UnixListener, String)>, ServeError
     listener
         .set_nonblocking(true)
         .map_err(|e| bad(format!("set_nonblocking: {e}")))?;
-    let name = names.get(index).cloned().unwrap_or_else(|| "unnamed".into());
+    let name = names
+        .get(index)
+        .cloned()
+        .unwrap_or_else(|| "unnamed".into());
     Ok(Some((listener, name)))
 }
 

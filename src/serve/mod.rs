@@ -134,7 +134,9 @@ pub enum ServeError {
     Activation { reason: String },
     #[error("no socket: pass --socket PATH or start under systemd socket activation")]
     NoSocket,
-    #[error("no state directory: pass --state DIR (or --socket, or set StateDirectory= in the unit)")]
+    #[error(
+        "no state directory: pass --state DIR (or --socket, or set StateDirectory= in the unit)"
+    )]
     NoState,
 }
 

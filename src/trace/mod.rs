@@ -16,6 +16,7 @@
 
 mod audit;
 mod event;
+mod otlp;
 mod redact;
 mod replay;
 mod sink;
@@ -32,6 +33,7 @@ pub use event::{
     Event, LineProblem, RecordedCall, RecordedDecision, RecordedHeader, RecordedResult,
     TRACE_SCHEMA_VERSION, TraceFile, parse_line, parse_trace, read_trace,
 };
+pub use otlp::{ExportCounts, export_otlp_json};
 pub use redact::{REDACTED, Redactor, is_secret_name};
 pub use replay::{KeyUsage, ReplayAnswer, ReplayMode, ReplaySummary, Replayer, unrecorded_result};
 pub use sink::TraceSink;
