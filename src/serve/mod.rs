@@ -11,6 +11,7 @@ mod reaper;
 mod server;
 mod sigchld;
 mod socket;
+mod stats;
 #[cfg(test)]
 mod tests;
 
