@@ -43,7 +43,7 @@ Examples:
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
@@ -82,6 +82,7 @@ struct RunArgs {
     /// Text passed to the command on standard input.
     #[arg(long, value_name = "TEXT")]
     stdin: Option<String>,
+    /// json: one ToolResult on stdout; human: the output, then a summary line.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
     /// Who approves commands the policy marks require_approval.
@@ -96,6 +97,8 @@ struct RunArgs {
     /// Answer from a recorded trace instead of running.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
+    /// strict: an unrecorded call is refused; lenient: it runs (reads only,
+    /// unless --allow-live-writes).
     #[arg(long, value_enum, default_value_t = ReplayModeArg::Strict, requires = "replay")]
     replay_mode: ReplayModeArg,
     /// In lenient replay, let unrecorded mutating calls run for real.
@@ -135,32 +138,41 @@ enum ReplayModeArg {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the policy decision for a command; run nothing.
+    #[command(after_help = cli::examples::CHECK)]
     Check(Target),
     /// Policy tools.
     #[command(subcommand)]
     Policy(PolicyCmd),
     /// Serve the run_shell tool over a Unix socket.
+    #[command(after_help = cli::examples::SERVE)]
     Serve(agent_exec::serve::ServeOptions),
     /// Check a trace's invariants; exit 1 when one fails.
+    #[command(after_help = cli::examples::AUDIT)]
     Audit {
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
         /// Same tool and arguments this many times in one run is a retry storm.
         #[arg(long, default_value_t = 3)]
         retry_threshold: usize,
+        /// Trace files (JSONL); rotated segments are read too.
         #[arg(required = true)]
         traces: Vec<PathBuf>,
     },
     /// Tell a trace as a readable story.
+    #[command(after_help = cli::examples::REPLAY)]
     Replay {
+        /// Trace file (JSONL).
         trace: PathBuf,
         /// Colour: auto (on a terminal), always or never.
         #[arg(long, default_value = "auto")]
         color: String,
     },
     /// Run a task set against a policy and report per check.
+    #[command(after_help = cli::examples::EVAL)]
     Eval(EvalArgs),
     /// Report which sandbox layers this host's kernel applies.
+    #[command(after_help = cli::examples::DOCTOR)]
     Doctor(cli::doctor::DoctorArgs),
     /// Trace tools: export to OpenTelemetry.
     #[command(subcommand)]
@@ -188,7 +200,11 @@ struct EvalArgs {
 #[derive(Subcommand, Debug)]
 enum PolicyCmd {
     /// Load a policy, lint it and check its embedded examples.
-    Validate { file: PathBuf },
+    #[command(after_help = cli::examples::POLICY_VALIDATE)]
+    Validate {
+        /// Policy file (TOML).
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {

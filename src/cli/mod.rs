@@ -3,4 +3,5 @@
 //! small and new subcommands can be added without touching the others.
 
 pub mod doctor;
+pub mod examples;
 pub mod trace_cmd;

@@ -31,6 +31,7 @@ pub enum ExportFormat {
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
+    /// Output format.
     #[arg(long, value_enum)]
     pub format: ExportFormat,
     /// Write here instead of stdout.
