@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod cli;
+
 use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
@@ -43,7 +45,7 @@ Examples:
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
@@ -82,6 +84,7 @@ struct RunArgs {
     /// Text passed to the command on standard input.
     #[arg(long, value_name = "TEXT")]
     stdin: Option<String>,
+    /// json: one ToolResult on stdout; human: the output, then a summary line.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
     /// Who approves commands the policy marks require_approval.
@@ -96,6 +99,8 @@ struct RunArgs {
     /// Answer from a recorded trace instead of running.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
+    /// strict: an unrecorded call is refused; lenient: it runs (reads only,
+    /// unless --allow-live-writes).
     #[arg(long, value_enum, default_value_t = ReplayModeArg::Strict, requires = "replay")]
     replay_mode: ReplayModeArg,
     /// In lenient replay, let unrecorded mutating calls run for real.
@@ -143,11 +148,13 @@ enum ReplayModeArg {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the policy decision for a command; run nothing.
+    #[command(after_help = cli::examples::CHECK)]
     Check(Target),
     /// Policy tools.
     #[command(subcommand)]
     Policy(PolicyCmd),
     /// Serve the run_shell tool over a Unix socket.
+    #[command(after_help = cli::examples::SERVE)]
     Serve(agent_exec::serve::ServeOptions),
     /// A drop-in for `$SHELL -c STRING`: the command's own output and exit
     /// status, a refusal as one line on stderr and 126. Policy and root from
@@ -165,23 +172,29 @@ enum Command {
     /// Serve the run_shell tool to an MCP client over stdio.
     Mcp(agent_exec::mcp::McpOptions),
     /// Check a trace's invariants; exit 1 when one fails.
+    #[command(after_help = cli::examples::AUDIT)]
     Audit {
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
         /// Same tool and arguments this many times in one run is a retry storm.
         #[arg(long, default_value_t = 3)]
         retry_threshold: usize,
+        /// Trace files (JSONL); rotated segments are read too.
         #[arg(required = true)]
         traces: Vec<PathBuf>,
     },
     /// Tell a trace as a readable story.
+    #[command(after_help = cli::examples::REPLAY)]
     Replay {
+        /// Trace file (JSONL).
         trace: PathBuf,
         /// Colour: auto (on a terminal), always or never.
         #[arg(long, default_value = "auto")]
         color: String,
     },
     /// Run a task set against a policy and report per check.
+    #[command(after_help = cli::examples::EVAL)]
     Eval(EvalArgs),
     /// List the approvals waiting for a human (escaped for display).
     Approvals(agent_exec::approve_cli::ListArgs),
@@ -189,6 +202,12 @@ enum Command {
     Approve(agent_exec::approve_cli::ApproveArgs),
     /// Reject a pending approval; only the policy's approvers may.
     Reject(agent_exec::approve_cli::DecideArgs),
+    /// Report which sandbox layers this host's kernel applies.
+    #[command(after_help = cli::examples::DOCTOR)]
+    Doctor(cli::doctor::DoctorArgs),
+    /// Trace tools: export to OpenTelemetry.
+    #[command(subcommand)]
+    Trace(cli::trace_cmd::TraceCmd),
 }
 
 #[derive(Args, Debug)]
@@ -212,7 +231,11 @@ struct EvalArgs {
 #[derive(Subcommand, Debug)]
 enum PolicyCmd {
     /// Load a policy, lint it and check its embedded examples.
-    Validate { file: PathBuf },
+    #[command(after_help = cli::examples::POLICY_VALIDATE)]
+    Validate {
+        /// Policy file (TOML).
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -254,6 +277,8 @@ fn main() -> ExitCode {
         Some(Command::Approvals(a)) => agent_exec::approve_cli::list(&a),
         Some(Command::Approve(a)) => agent_exec::approve_cli::approve(&a),
         Some(Command::Reject(a)) => agent_exec::approve_cli::reject(&a),
+        Some(Command::Doctor(args)) => cli::doctor::doctor(args, &supervisor),
+        Some(Command::Trace(cmd)) => cli::trace_cmd::trace(cmd),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -275,7 +300,10 @@ fn multicall_args() -> Option<Result<Vec<String>, ()>> {
 /// nothing only need stdio guarded.
 fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
     match command {
-        None | Some(Command::Mcp(_) | Command::Sh { .. }) => SupervisorOptions::default(),
+        // The doctor's probe is a run like any other.
+        None | Some(Command::Mcp(_) | Command::Sh { .. } | Command::Doctor(_)) => {
+            SupervisorOptions::default()
+        }
         Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()

@@ -156,6 +156,8 @@ impl RequestLimits {
 pub(crate) enum ToolCall {
     RunShell(RunRequest),
     Describe,
+    /// The daemon's operating numbers (see `docs/protocol.md`, "Stats").
+    Stats,
 }
 
 /// One validated request line.
@@ -293,7 +295,7 @@ fn parse_envelope(
         check_token(a, "approval_id", 8, 128)?;
     }
     match tool {
-        "describe" => {
+        "describe" | "stats" => {
             match obj.get("args") {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(a)) => reject_unknown(a, &[], "args.")?,
@@ -304,7 +306,11 @@ fn parse_envelope(
                     ));
                 }
             }
-            Ok(ToolCall::Describe)
+            Ok(if tool == "stats" {
+                ToolCall::Stats
+            } else {
+                ToolCall::Describe
+            })
         }
         "run_shell" => {
             let args = match obj.get("args") {
@@ -326,7 +332,7 @@ fn parse_envelope(
         other => Err(FieldError::new(
             "tool",
             format!(
-                "unknown tool {:?} (expected run_shell or describe)",
+                "unknown tool {:?} (expected run_shell, describe or stats)",
                 truncate_for_message(other)
             ),
         )),

@@ -5,11 +5,13 @@
 //! happens when a client or the daemon goes away. Policy, sandbox, limits,
 //! idempotency, budgets and traces are the service's, shared with the CLI.
 
+mod activation;
 mod peer;
 mod reaper;
 mod server;
 mod sigchld;
 mod socket;
+mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -53,11 +55,12 @@ pub struct ServeOptions {
     #[arg(long)]
     pub root: PathBuf,
     /// Socket path; its directory must belong to this user and be writable
-    /// by no one else.
+    /// by no one else. Optional under systemd socket activation (a socket
+    /// passed in `LISTEN_FDS` is served instead of binding one).
     #[arg(long)]
-    pub socket: PathBuf,
-    /// State directory (idempotency keys, budgets). Default: `state` next to
-    /// the socket.
+    pub socket: Option<PathBuf>,
+    /// State directory (idempotency keys, budgets). Default: systemd's
+    /// `$STATE_DIRECTORY` when set, else `state` next to the socket.
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// Calls running at once. Default: twice the number of cores.
@@ -128,6 +131,14 @@ pub enum ServeError {
     NoConnections,
     #[error("--uid-budget-sessions must be at least 1")]
     NoUidBudget,
+    #[error("socket activation: {reason}")]
+    Activation { reason: String },
+    #[error("no socket: pass --socket PATH or start under systemd socket activation")]
+    NoSocket,
+    #[error(
+        "no state directory: pass --state DIR (or --socket, or set StateDirectory= in the unit)"
+    )]
+    NoState,
 }
 
 impl ServeError {
@@ -207,14 +218,14 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
     if opts.uid_budget_sessions == 0 {
         return Err(ServeError::NoUidBudget);
     }
+    // Adopted before any thread exists: reading the activation variables
+    // removes `LISTEN_PID` and `LISTEN_FDS` from the environment.
+    let inherited = activation::inherited_listener()?;
+    if inherited.is_none() && opts.socket.is_none() {
+        return Err(ServeError::NoSocket);
+    }
     let policy = crate::policy::Policy::load(&opts.policy)?;
-    let state_dir = match &opts.state {
-        Some(s) => s.clone(),
-        None => opts
-            .socket
-            .parent()
-            .map_or_else(|| PathBuf::from("state"), |p| p.join("state")),
-    };
+    let state_dir = state_dir(&opts)?;
     let limits = RequestLimits::from_policy(&policy.limits);
     let allowed = allowed_uids(&policy.daemon.allowed_uids);
     let group = policy.daemon.socket_group.clone();
@@ -257,7 +268,16 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
         sigchld::start(supervisor)?;
         // The runtime's threads are idle here, so the umask `bind` sets
         // for an instant affects no other file creation.
-        let (std_listener, mut guard) = bind(&opts.socket, group.as_deref())?;
+        // A passed socket belongs to the service manager, which created
+        // it and removes it; only a socket bound here has a guard.
+        let (std_listener, mut guard, shown) = match (inherited, &opts.socket) {
+            (Some((l, name)), _) => (l, None, format!("passed by the service manager ({name})")),
+            (None, Some(path)) => {
+                let (l, g) = bind(path, group.as_deref())?;
+                (l, Some(g), path.display().to_string())
+            }
+            (None, None) => return Err(ServeError::NoSocket),
+        };
         let listener =
             tokio::net::UnixListener::from_std(std_listener).map_err(|source| ServeError::Io {
                 what: "registering the listener",
@@ -265,7 +285,7 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
             })?;
         let reaper = reaper::spawn(&opts);
         tracing::info!(
-            socket = %opts.socket.display(),
+            socket = %shown,
             policy = %policy_name,
             policy_sha256 = %policy_hash,
             max_concurrent,
@@ -273,8 +293,12 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
             max_connections = opts.max_connections,
             "serving"
         );
+        activation::notify(&format!("READY=1\nSTATUS=serving, policy {policy_name}"));
         serve(listener, service.clone(), cfg, shutdown, || {
-            guard.remove_file()
+            activation::notify("STOPPING=1");
+            if let Some(g) = guard.as_mut() {
+                g.remove_file();
+            }
         })
         .await;
         Ok::<_, ServeError>(reaper)
@@ -284,6 +308,27 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
     drop(service);
     // Last: the reaper sweeps once it sees this end of its pipe close.
     result.map(drop)
+}
+
+/// `--state`, else the unit's `StateDirectory=`, else `state` next to the
+/// socket.
+fn state_dir(opts: &ServeOptions) -> Result<PathBuf, ServeError> {
+    if let Some(s) = &opts.state {
+        return Ok(s.clone());
+    }
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY") {
+        // Several directories are separated by ':'; the first is ours.
+        let first = dir.to_string_lossy().split(':').next().map(PathBuf::from);
+        if let Some(d) = first.filter(|d| !d.as_os_str().is_empty()) {
+            return Ok(d);
+        }
+    }
+    match &opts.socket {
+        Some(sock) => Ok(sock
+            .parent()
+            .map_or_else(|| PathBuf::from("state"), |p| p.join("state"))),
+        None => Err(ServeError::NoState),
+    }
 }
 
 fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {

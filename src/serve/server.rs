@@ -64,6 +64,7 @@ struct Shared<H> {
     next_conn: AtomicU64,
     /// Connections being served.
     open: AtomicUsize,
+    stats: super::stats::Stats,
 }
 
 impl<H: Handler> Shared<H> {
@@ -111,6 +112,7 @@ pub(crate) async fn serve<H: Handler>(
         closing: watch::channel(false).0,
         next_conn: AtomicU64::new(1),
         open: AtomicUsize::new(0),
+        stats: super::stats::Stats::new(),
     });
     let mut conns = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -423,8 +425,27 @@ async fn dispatch<H: Handler>(shared: &Arc<Shared<H>>, conn: &Arc<Conn>, line: &
             r.id = id;
             respond(conn, r, "describe", received).await;
         }
+        ToolCall::Stats => {
+            let mut r = ToolResult::description(shared.call_id(), &stats_of(shared));
+            r.message = "stats: the daemon's counters are in stdout as JSON".into();
+            r.id = id;
+            respond(conn, r, "stats", received).await;
+        }
         ToolCall::RunShell(req) => admit(shared, conn, id, req, received).await,
     }
+}
+
+fn stats_of<H: Handler>(shared: &Shared<H>) -> serde_json::Value {
+    let max_concurrent = shared.cfg.max_concurrent.max(1);
+    let active_runs = max_concurrent.saturating_sub(shared.slots.available_permits());
+    let admitted = shared.admitted.load(Ordering::Acquire);
+    shared.stats.snapshot(super::stats::Load {
+        active_runs,
+        queue_depth: admitted.saturating_sub(active_runs),
+        connections: shared.open.load(Ordering::Acquire),
+        max_concurrent,
+        queue_capacity: shared.cfg.queue,
+    })
 }
 
 async fn admit<H: Handler>(
@@ -442,6 +463,7 @@ async fn admit<H: Handler>(
     let draining = *shared.draining.borrow();
     if draining {
         let r = busy("the daemon is shutting down and takes no new calls".into());
+        shared.stats.record(&r, received.elapsed());
         respond(conn, r, "run_shell", received).await;
         return;
     }
@@ -452,6 +474,7 @@ async fn admit<H: Handler>(
             "{} calls are running and {} waiting, the most this daemon takes",
             shared.cfg.max_concurrent, shared.cfg.queue
         ));
+        shared.stats.record(&r, received.elapsed());
         respond(conn, r, "run_shell", received).await;
         return;
     }
@@ -459,6 +482,7 @@ async fn admit<H: Handler>(
     let (shared, conn) = (shared.clone(), conn.clone());
     tokio::spawn(async move {
         let r = run_call(&shared, &conn, id, req).await;
+        shared.stats.record(&r, received.elapsed());
         respond(&conn, r, "run_shell", received).await;
         shared.release();
         if conn.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -18,6 +18,7 @@ mod approval;
 mod audit;
 mod audit_provenance;
 mod event;
+mod otlp;
 mod redact;
 mod replay;
 mod sink;
@@ -36,6 +37,7 @@ pub use event::{
     Event, LineProblem, RecordedCall, RecordedDecision, RecordedHeader, RecordedResult,
     TRACE_SCHEMA_VERSION, TraceFile, parse_line, parse_trace, read_trace,
 };
+pub use otlp::{ExportCounts, export_otlp_json};
 pub use redact::{REDACTED, Redactor, is_secret_name};
 pub use replay::{KeyUsage, ReplayAnswer, ReplayMode, ReplaySummary, Replayer, unrecorded_result};
 pub use sink::TraceSink;

@@ -1,0 +1,66 @@
+//! The examples each subcommand's --help ends with. Kept together so the
+//! help reads as one voice, and every example is a command that works
+//! from a checkout of the repository.
+
+pub const CHECK: &str = "\
+Prints the decision as JSON (decision, rule, risk_level, reason, token);
+exit 0 when allowed, 126 when denied or approval is required.
+
+Examples:
+  agent-exec check --policy policies/code.toml --shell 'grep -rn TODO src'
+  agent-exec check --policy policies/code.toml --shell 'curl https://example.com'
+  agent-exec check --policy policies/readonly.toml -- rm -rf build";
+
+pub const POLICY_VALIDATE: &str = "\
+Checks syntax and unknown keys, runs the policy's own [[example]] cases, and
+prints lint warnings (programs not on the policy's PATH, missing read paths).
+Exit 0 when valid, 125 otherwise.
+
+Examples:
+  agent-exec policy validate policies/code.toml
+  for p in policies/*.toml; do agent-exec policy validate \"$p\"; done";
+
+pub const SERVE: &str = "\
+Newline-delimited JSON over the socket (docs/protocol.md): run_shell,
+describe and stats. Under systemd, the socket may be passed by socket
+activation instead of --socket (contrib/agent-exec.socket).
+
+Examples:
+  agent-exec serve --policy policies/code.toml --root . --socket \"$XDG_RUNTIME_DIR/agent-exec.sock\"
+  echo '{\"id\":1,\"tool\":\"run_shell\",\"args\":{\"command\":\"ls\"}}' | socat - UNIX-CONNECT:\"$XDG_RUNTIME_DIR/agent-exec.sock\"
+  echo '{\"id\":\"s\",\"tool\":\"stats\"}' | socat - UNIX-CONNECT:\"$XDG_RUNTIME_DIR/agent-exec.sock\"";
+
+pub const AUDIT: &str = "\
+Invariants: one result per call, decisions before results, no secret in
+the trace, no retry storms. Exit 0 when all hold, 1 when one fails.
+
+Examples:
+  agent-exec --policy policies/code.toml --trace run.jsonl -- ls
+  agent-exec audit run.jsonl
+  agent-exec audit --json --retry-threshold 5 state/traces/*.jsonl";
+
+pub const REPLAY: &str = "\
+Examples:
+  agent-exec replay run.jsonl
+  agent-exec replay --color never run.jsonl | less";
+
+pub const EVAL: &str = "\
+Runs each task's command through the real binary under the policy and
+reports per check; exit 0 when every task passes, 1 otherwise.
+
+Examples:
+  agent-exec eval evals/security.jsonl --policy policies/code.toml
+  agent-exec eval evals/utility.jsonl --out report.json
+  agent-exec eval evals/utility.jsonl --compare old-report.json";
+
+pub const DOCTOR: &str = "\
+Runs `true` through the real pipeline (every layer at best effort, or under
+--policy) and reports each layer as applied or not, with the reason, plus
+the kernel, the Landlock ABI and the cgroup layout. Under GitHub Actions each
+missing layer is also a warning annotation.
+
+Examples:
+  agent-exec doctor
+  sudo agent-exec doctor --json
+  agent-exec doctor --policy policies/code.toml
+  agent-exec doctor --require landlock,seccomp,cgroup_memory";
