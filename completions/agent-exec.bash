@@ -16,6 +16,12 @@ _agent__exec() {
             ",$1")
                 cmd="agent__exec"
                 ;;
+            agent__exec,approvals)
+                cmd="agent__exec__subcmd__approvals"
+                ;;
+            agent__exec,approve)
+                cmd="agent__exec__subcmd__approve"
+                ;;
             agent__exec,audit)
                 cmd="agent__exec__subcmd__audit"
                 ;;
@@ -31,8 +37,14 @@ _agent__exec() {
             agent__exec,help)
                 cmd="agent__exec__subcmd__help"
                 ;;
+            agent__exec,mcp)
+                cmd="agent__exec__subcmd__mcp"
+                ;;
             agent__exec,policy)
                 cmd="agent__exec__subcmd__policy"
+                ;;
+            agent__exec,reject)
+                cmd="agent__exec__subcmd__reject"
                 ;;
             agent__exec,replay)
                 cmd="agent__exec__subcmd__replay"
@@ -40,8 +52,17 @@ _agent__exec() {
             agent__exec,serve)
                 cmd="agent__exec__subcmd__serve"
                 ;;
+            agent__exec,sh)
+                cmd="agent__exec__subcmd__sh"
+                ;;
             agent__exec,trace)
                 cmd="agent__exec__subcmd__trace"
+                ;;
+            agent__exec__subcmd__help,approvals)
+                cmd="agent__exec__subcmd__help__subcmd__approvals"
+                ;;
+            agent__exec__subcmd__help,approve)
+                cmd="agent__exec__subcmd__help__subcmd__approve"
                 ;;
             agent__exec__subcmd__help,audit)
                 cmd="agent__exec__subcmd__help__subcmd__audit"
@@ -58,14 +79,23 @@ _agent__exec() {
             agent__exec__subcmd__help,help)
                 cmd="agent__exec__subcmd__help__subcmd__help"
                 ;;
+            agent__exec__subcmd__help,mcp)
+                cmd="agent__exec__subcmd__help__subcmd__mcp"
+                ;;
             agent__exec__subcmd__help,policy)
                 cmd="agent__exec__subcmd__help__subcmd__policy"
+                ;;
+            agent__exec__subcmd__help,reject)
+                cmd="agent__exec__subcmd__help__subcmd__reject"
                 ;;
             agent__exec__subcmd__help,replay)
                 cmd="agent__exec__subcmd__help__subcmd__replay"
                 ;;
             agent__exec__subcmd__help,serve)
                 cmd="agent__exec__subcmd__help__subcmd__serve"
+                ;;
+            agent__exec__subcmd__help,sh)
+                cmd="agent__exec__subcmd__help__subcmd__sh"
                 ;;
             agent__exec__subcmd__help,trace)
                 cmd="agent__exec__subcmd__help__subcmd__trace"
@@ -107,7 +137,7 @@ _agent__exec() {
 
     case "${cmd}" in
         agent__exec)
-            opts="-h -V --policy --root --cwd --shell --timeout-ms --output-chars --stdin --format --approve --trace --record --replay --replay-mode --allow-live-writes --state --idempotency-key --session --help --version check policy serve audit replay eval doctor trace help"
+            opts="-h -V --policy --root --cwd --shell --timeout-ms --output-chars --stdin --format --approve --trace --record --replay --replay-mode --allow-live-writes --state --idempotency-key --session --approval-id --session-file --help --version check policy serve sh mcp audit replay eval approvals approve reject doctor trace help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -174,6 +204,58 @@ _agent__exec() {
                     return 0
                     ;;
                 --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --approval-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --session-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__approvals)
+            opts="-h --state --all --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__approve)
+            opts="-h --state --remember --prefix-args --policy --yes --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --policy)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -285,8 +367,36 @@ _agent__exec() {
             return 0
             ;;
         agent__subcmd__exec__subcmd__help)
-            opts="check policy serve audit replay eval doctor trace help"
+            opts="check policy serve sh mcp audit replay eval approvals approve reject doctor trace help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__help__subcmd__approvals)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__help__subcmd__approve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -368,6 +478,20 @@ _agent__exec() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agent__subcmd__exec__subcmd__help__subcmd__mcp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agent__subcmd__exec__subcmd__help__subcmd__policy)
             opts="validate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -385,6 +509,20 @@ _agent__exec() {
         agent__subcmd__exec__subcmd__help__subcmd__policy__subcmd__validate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__help__subcmd__reject)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -424,6 +562,20 @@ _agent__exec() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agent__subcmd__exec__subcmd__help__subcmd__sh)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agent__subcmd__exec__subcmd__help__subcmd__trace)
             opts="export"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -445,6 +597,40 @@ _agent__exec() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__mcp)
+            opts="-h --policy --root --state --trace --approval-timeout-secs --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --policy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --trace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --approval-timeout-secs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -515,6 +701,24 @@ _agent__exec() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__reject)
+            opts="-h --state --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -595,6 +799,20 @@ _agent__exec() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__sh)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

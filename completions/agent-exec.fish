@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_agent_exec_global_optspecs
-    string join \n policy= root= cwd= shell= timeout-ms= output-chars= stdin= format= approve= trace= record= replay= replay-mode= allow-live-writes state= idempotency-key= session= h/help V/version
+    string join \n policy= root= cwd= shell= timeout-ms= output-chars= stdin= format= approve= trace= record= replay= replay-mode= allow-live-writes state= idempotency-key= session= approval-id= session-file= h/help V/version
 end
 
 function __fish_agent_exec_needs_command
@@ -28,7 +28,7 @@ complete -c agent-exec -n "__fish_agent_exec_needs_command" -l policy -d 'The po
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l root -d 'Project root the command is confined to (default: the current directory)' -r -F
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l cwd -d 'Working directory inside the root' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l shell -d 'Run a command given as one shell string (what agents send)' -r
-complete -c agent-exec -n "__fish_agent_exec_needs_command" -l timeout-ms -d 'Wall-clock limit in milliseconds (can only tighten the policy\'s)' -r
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -l timeout-ms -d 'Wall-clock limit in milliseconds, up to the policy\'s max_timeout_ms' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l output-chars -d 'Characters kept per output stream (can only tighten the policy\'s)' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l stdin -d 'Text passed to the command on standard input' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l format -d 'json: one ToolResult on stdout; human: the output, then a summary line' -r -f -a "json\t''
@@ -43,15 +43,22 @@ lenient\t''"
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l state -d 'Idempotency and budget state directory' -r -F
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l idempotency-key -d 'Idempotency key (with --state): a repeated key returns the stored result' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l session -d 'Session name for budgets and traces' -r
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -l approval-id -d 'Run under this approval (from an APPROVAL_REQUIRED result, once a human approved it; with --state)' -r
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -l session-file -d 'Argument provenance ledger shared by the one-shot calls that name the same file (when the policy\'s [provenance] mode is not off)' -r -F
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l allow-live-writes -d 'In lenient replay, let unrecorded mutating calls run for real'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -s V -l version -d 'Print version'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "check" -d 'Print the policy decision for a command; run nothing'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "policy" -d 'Policy tools'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "serve" -d 'Serve the run_shell tool over a Unix socket'
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "sh" -d 'A drop-in for `$SHELL -c STRING`: the command\'s own output and exit status, a refusal as one line on stderr and 126. Policy and root from AGENT_EXEC_POLICY / AGENT_EXEC_ROOT or $XDG_CONFIG_HOME/agent-exec/config.toml. A link named agent-exec-sh is this command'
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "mcp" -d 'Serve the run_shell tool to an MCP client over stdio'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "audit" -d 'Check a trace\'s invariants; exit 1 when one fails'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "replay" -d 'Tell a trace as a readable story'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "eval" -d 'Run a task set against a policy and report per check'
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "approvals" -d 'List the approvals waiting for a human (escaped for display)'
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "approve" -d 'Approve a pending approval; only the policy\'s approvers may'
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "reject" -d 'Reject a pending approval; only the policy\'s approvers may'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "doctor" -d 'Report which sandbox layers this host\'s kernel applies'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "trace" -d 'Trace tools: export to OpenTelemetry'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -82,6 +89,13 @@ complete -c agent-exec -n "__fish_agent_exec_using_subcommand serve" -l reap-for
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand serve" -l record -d 'Session traces keep full (redacted) arguments and results, so a session can be replayed later'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand serve" -l allow-live-writes -d 'In lenient replay, let unrecorded mutating calls run for real'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand serve" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand sh" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand mcp" -l policy -d 'Policy file (TOML); validated before the server answers anything' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand mcp" -l root -d 'Project root the commands run in' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand mcp" -l state -d 'State directory (budgets, idempotency), kept across restarts' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand mcp" -l trace -d 'Append every call of the session to this JSONL trace' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand mcp" -l approval-timeout-secs -d 'How long a human may take to answer an approval asked through the client (MCP elicitation); no answer in time is a refusal' -r
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand mcp" -s h -l help -d 'Print help'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand audit" -l retry-threshold -d 'Same tool and arguments this many times in one run is a retry storm' -r
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand audit" -l json -d 'Print the report as JSON'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand audit" -s h -l help -d 'Print help'
@@ -92,6 +106,18 @@ complete -c agent-exec -n "__fish_agent_exec_using_subcommand eval" -l compare -
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand eval" -l out -d 'Write the JSON report here (it is printed to stdout otherwise)' -r -F
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand eval" -l filter -d 'Only tasks whose id contains this' -r
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand eval" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approvals" -l state -d 'The supervisor\'s state directory' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approvals" -l all -d 'Also list decided, used and expired approvals'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approvals" -l json -d 'One JSON array instead of text'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approvals" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approve" -l state -d 'The supervisor\'s state directory' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approve" -l prefix-args -d 'With --remember: keep only the first N arguments as the prefix (default: all of them)' -r
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approve" -l policy -d 'With --remember: the policy file the supervisor runs (the rule is checked against it, examples included)' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approve" -l remember -d 'Also save an allow rule for this program and argument prefix to the policy amendments in the state directory, so the same call runs without asking from now on. The rule is shown before it is saved'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approve" -l yes -d 'With --remember: save without asking for confirmation'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand approve" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand reject" -l state -d 'The supervisor\'s state directory' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand reject" -s h -l help -d 'Print help'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand doctor" -l policy -d 'Probe with this policy (its enforcement and requirements) instead of the built-in best-effort probe: answers "would my policy run here?"' -r -F
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand doctor" -l require -d 'Exit 1 unless these layers applied (comma-separated names as in the report, e.g. `landlock,seccomp,cgroup_memory`)' -r
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand doctor" -l json -d 'Print the report as one JSON object'
@@ -104,14 +130,19 @@ complete -c agent-exec -n "__fish_agent_exec_using_subcommand trace; and __fish_
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand trace; and __fish_seen_subcommand_from export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand trace; and __fish_seen_subcommand_from help" -f -a "export" -d 'Export a trace\'s calls as spans for an observability backend'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand trace; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "check" -d 'Print the policy decision for a command; run nothing'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "policy" -d 'Policy tools'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "serve" -d 'Serve the run_shell tool over a Unix socket'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "audit" -d 'Check a trace\'s invariants; exit 1 when one fails'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "replay" -d 'Tell a trace as a readable story'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "eval" -d 'Run a task set against a policy and report per check'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "doctor" -d 'Report which sandbox layers this host\'s kernel applies'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "trace" -d 'Trace tools: export to OpenTelemetry'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve audit replay eval doctor trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "check" -d 'Print the policy decision for a command; run nothing'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "policy" -d 'Policy tools'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "serve" -d 'Serve the run_shell tool over a Unix socket'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "sh" -d 'A drop-in for `$SHELL -c STRING`: the command\'s own output and exit status, a refusal as one line on stderr and 126. Policy and root from AGENT_EXEC_POLICY / AGENT_EXEC_ROOT or $XDG_CONFIG_HOME/agent-exec/config.toml. A link named agent-exec-sh is this command'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "mcp" -d 'Serve the run_shell tool to an MCP client over stdio'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "audit" -d 'Check a trace\'s invariants; exit 1 when one fails'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "replay" -d 'Tell a trace as a readable story'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "eval" -d 'Run a task set against a policy and report per check'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "approvals" -d 'List the approvals waiting for a human (escaped for display)'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "approve" -d 'Approve a pending approval; only the policy\'s approvers may'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "reject" -d 'Reject a pending approval; only the policy\'s approvers may'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "doctor" -d 'Report which sandbox layers this host\'s kernel applies'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "trace" -d 'Trace tools: export to OpenTelemetry'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and __fish_seen_subcommand_from policy" -f -a "validate" -d 'Load a policy, lint it and check its embedded examples'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and __fish_seen_subcommand_from trace" -f -a "export" -d 'Export a trace\'s calls as spans for an observability backend'

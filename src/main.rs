@@ -161,7 +161,10 @@ enum Command {
     /// AGENT_EXEC_POLICY / AGENT_EXEC_ROOT or
     /// $XDG_CONFIG_HOME/agent-exec/config.toml. A link named agent-exec-sh
     /// is this command.
+    #[command(after_help = cli::examples::SH)]
     Sh {
+        /// `-c STRING`, as a shell takes it (`-l`/`--login` are accepted
+        /// and ignored).
         #[arg(
             trailing_var_arg = true,
             allow_hyphen_values = true,
@@ -170,6 +173,7 @@ enum Command {
         args: Vec<String>,
     },
     /// Serve the run_shell tool to an MCP client over stdio.
+    #[command(after_help = cli::examples::MCP)]
     Mcp(agent_exec::mcp::McpOptions),
     /// Check a trace's invariants; exit 1 when one fails.
     #[command(after_help = cli::examples::AUDIT)]
@@ -197,10 +201,13 @@ enum Command {
     #[command(after_help = cli::examples::EVAL)]
     Eval(EvalArgs),
     /// List the approvals waiting for a human (escaped for display).
+    #[command(after_help = cli::examples::APPROVALS)]
     Approvals(agent_exec::approve_cli::ListArgs),
     /// Approve a pending approval; only the policy's approvers may.
+    #[command(after_help = cli::examples::APPROVE)]
     Approve(agent_exec::approve_cli::ApproveArgs),
     /// Reject a pending approval; only the policy's approvers may.
+    #[command(after_help = cli::examples::REJECT)]
     Reject(agent_exec::approve_cli::DecideArgs),
     /// Report which sandbox layers this host's kernel applies.
     #[command(after_help = cli::examples::DOCTOR)]

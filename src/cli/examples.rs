@@ -64,3 +64,46 @@ Examples:
   sudo agent-exec doctor --json
   agent-exec doctor --policy policies/code.toml
   agent-exec doctor --require landlock,seccomp,cgroup_memory";
+
+pub const SH: &str = "\
+Exit status: the command's own; 126 when refused (one line on stderr),
+124 on timeout, 125 when no policy is configured (nothing runs).
+
+Examples:
+  AGENT_EXEC_POLICY=policies/code.toml agent-exec sh -c 'ls -la && git status'
+  ln -s \"$(command -v agent-exec)\" ~/.local/bin/agent-exec-sh
+  SHELL=~/.local/bin/agent-exec-sh AGENT_EXEC_POLICY=policies/code.toml make test";
+
+pub const MCP: &str = "\
+One MCP session over stdin/stdout (protocol revision 2025-11-25): tools/list
+offers run_shell; stdin closing ends the session and kills what still runs.
+
+Examples:
+  agent-exec mcp --policy policies/code.toml --root .
+  claude mcp add agent-exec -- agent-exec mcp --policy policies/code.toml --root .
+  agent-exec mcp --policy policies/code.toml --root . --state ~/.local/state/agent-exec";
+
+pub const APPROVALS: &str = "\
+Lists pending approvals with the command escaped for display, the rule,
+risk, reason, session and expiry. Only the supervisor's uid and root can
+open the state directory.
+
+Examples:
+  agent-exec approvals --state ~/.local/state/agent-exec
+  agent-exec approvals --state ~/.local/state/agent-exec --all --json";
+
+pub const APPROVE: &str = "\
+The agent then resends the same request with its approval_id; it runs once.
+--remember saves an allow rule for that program and argument prefix, shown
+before it is saved.
+
+Examples:
+  agent-exec approve --state ~/.local/state/agent-exec ap-5e8b164196e72b0c
+  agent-exec approve --state ~/.local/state/agent-exec ap-5e8b164196e72b0c --remember --policy policies/code.toml";
+
+pub const REJECT: &str = "\
+A rejected approval never runs; the agent's resend is refused with
+APPROVAL_REJECTED.
+
+Examples:
+  agent-exec reject --state ~/.local/state/agent-exec ap-5e8b164196e72b0c";
