@@ -5,6 +5,7 @@
 //! happens when a client or the daemon goes away. Policy, sandbox, limits,
 //! idempotency, budgets and traces are the service's, shared with the CLI.
 
+pub mod client;
 mod peer;
 mod reaper;
 mod server;

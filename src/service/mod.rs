@@ -244,6 +244,8 @@ impl Service {
             "budget": {"max_mutating_runs": self.policy.budget.max_mutating_runs, "max_wall_ms": self.policy.budget.max_wall_ms},
             "sandbox": crate::result::SandboxSummary::from(self.sandbox.summary()),
             "version": env!("CARGO_PKG_VERSION"),
+            "root": self.checker.root(),
+            "replay": self.replay.is_some(),
         })
     }
 }
