@@ -246,6 +246,36 @@ pub(crate) fn ensure_stdio_open() {
     }
 }
 
+/// Closes `fds` on a thread of their own. For the namespace handles a run
+/// holds: the last close of a mount namespace unmounts its tree and waits
+/// for an RCU grace period (about 0.1 ms, and milliseconds on a busy
+/// host), which is then no longer between the run's exit and its result.
+/// Falls back to closing here when the thread cannot be had.
+pub(crate) fn release_later(fds: Vec<OwnedFd>) {
+    use std::sync::mpsc::{Sender, channel};
+    use std::sync::{Mutex, OnceLock};
+    if fds.is_empty() {
+        return;
+    }
+    static CLOSER: OnceLock<Option<Mutex<Sender<Vec<OwnedFd>>>>> = OnceLock::new();
+    let closer = CLOSER.get_or_init(|| {
+        let (tx, rx) = channel::<Vec<OwnedFd>>();
+        std::thread::Builder::new()
+            .name("agent-exec-ns-release".into())
+            .spawn(move || rx.into_iter().for_each(drop))
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let Some(tx) = closer else {
+        return;
+    };
+    if let Ok(tx) = tx.lock()
+        && let Err(unsent) = tx.send(fds)
+    {
+        drop(unsent.0);
+    }
+}
+
 /// What the process's own credentials and confinement say about making a
 /// run's mount and IPC namespaces, without making any: `Some(Ok)` when
 /// nothing stands in the way (CAP_SYS_ADMIN in the initial user namespace,
