@@ -7,15 +7,19 @@
 # Two hyperfine groups (`/bin/true`, `python3 -c pass`), each run twice, the
 # second pass in reverse order, so drift of a noisy machine shows up as a
 # difference between passes instead of a bias against whoever ran last.
+# Between them, calls that come alone (a second of quiet before each).
 # Then the daemon: N requests over one connection, each followed by a bare
 # spawn of the same program from the same client, for the per-run cost.
+# The `true` group has the CLI as a thin client of that daemon
+# (`--daemon`), next to the CLI running the call itself.
 # Raw numbers: target/bench/spawn-*.json. Chart: docs/bench-spawn.png.
 source "$(dirname "$0")/bench-lib.sh"
 
 if [ "$SMOKE" = 1 ]; then
-  RUNS=3 WARMUP=1 SEQ=20
+  RUNS=3 WARMUP=1 SEQ=20 LONE=1 LONE_IDLE=0.1
 else
   RUNS="${RUNS:-300}" WARMUP="${WARMUP:-20}" SEQ="${SEQ:-3000}"
+  LONE="${LONE:-10}" LONE_IDLE="${LONE_IDLE:-1}"
 fi
 
 build_release
@@ -79,11 +83,20 @@ args=(-- "bare" "$TRUE_BIN" "agent-exec CLI" "$AEC -- $TRUE_ARG")
 # and "sandbox, spawn, result".
 args+=("agent-exec check (no run)" "$AE check --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
 [ -n "$DAEMON_PID" ] &&
+  args+=("agent-exec CLI --daemon (thin client)" "$AEC --daemon $SOCKET -- $TRUE_ARG") &&
   args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET --command $TRUE_ARG")
 [ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $TRUE_BIN")
 [ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- $TRUE_BIN")
 [ "$have_firejail" = 1 ] && args+=("firejail --net=none" "$FIREJAIL $TRUE_BIN")
 run_group true bare "${args[@]}"
+
+# Calls that come alone: after a second of quiet each, as an agent's
+# single call comes (the cgroup v1 join of a lone call waits for an RCU
+# grace period that back-to-back calls share).
+note "lone calls: $LONE of each, ${LONE_IDLE}s of quiet before each"
+lone=("bare=$TRUE_BIN" "agent-exec CLI=$AEC -- $TRUE_ARG")
+[ -n "$DAEMON_PID" ] && lone+=("agent-exec CLI --daemon (thin client)=$AEC --daemon $SOCKET -- $TRUE_ARG")
+"$PY" "$TOOL" lone --runs "$LONE" --idle "$LONE_IDLE" --out "$OUT/spawn-lone.json" "${lone[@]}"
 
 args=(-- "bare" "$SYS_PY -c pass" "agent-exec CLI" "$AEC -- $SYS_PY -c pass")
 [ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $SYS_PY -c pass")
@@ -109,3 +122,7 @@ chart_out="$BENCH_REPO/docs/bench-spawn.png"
   note "chart not drawn"
 echo
 echo "raw numbers: $OUT/spawn-*.json; chart: $chart_out"
+echo
+echo "### targets (issue ratios from this run; rows of other scripts say 'not measured')"
+echo
+"$PY" "$TOOL" report "$OUT"

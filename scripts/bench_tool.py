@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -545,6 +546,32 @@ def timeout_bench(a):
 # targets
 
 
+def lone(a):
+    """Calls that come alone: each command runs after `idle` seconds of
+    quiet, the commands alternating, so every call meets a cold machine
+    (an RCU grace period not yet started, caches of a quiet minute), as
+    an agent's single call does. The first command is the baseline."""
+    pairs = [c.split("=", 1) for c in a.commands]
+    times = {name: [] for name, _ in pairs}
+    for i in range(a.runs):
+        order = pairs if i % 2 == 0 else pairs[::-1]
+        for name, cmd in order:
+            time.sleep(a.idle)
+            t0 = time.perf_counter()
+            subprocess.run(shlex.split(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    base = median(times[pairs[0][0]])
+    summary = {"idle_s": a.idle, "runs": a.runs, "baseline": pairs[0][0], "commands": []}
+    rows = []
+    for name, cmd in pairs:
+        m = median(times[name])
+        summary["commands"].append({"name": name, "command": cmd, "median_ms": m, "over_baseline_ms": m - base, "times_ms": times[name]})
+        rows.append([name, fmt_ms(m), fmt_ms(max(times[name])), f"{m - base:+.2f}"])
+    write_json(a.out, summary)
+    print(f"\n### calls that come alone ({a.runs} each, {a.idle} s of quiet before each)\n")
+    print(table(["command", "median ms", "worst ms", "over bare ms"], rows))
+
+
 def load_opt(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -581,6 +608,14 @@ def report(bench_dir, crit_dir):
     else:
         speed = None
     add("bwrap --unshare-all / CLI (how much faster)", speed, ">= 2.5x", bool(speed and speed >= 2.5), "x")
+
+    thin = by.get("agent-exec CLI --daemon (thin client)")
+    add("thin-client CLI `true` / bare `true` (median ratio)", thin and thin["ratio"], "<= 2x", bool(thin and thin["ratio"] <= 2), "x")
+    alone = load_opt(os.path.join(bench_dir, "spawn-lone.json"))
+    lone_by = {c["name"]: c for c in alone["commands"]} if alone else {}
+    lone_cli = lone_by.get("agent-exec CLI")
+    over = lone_cli and lone_cli["over_baseline_ms"]
+    add("a lone CLI call (after 1 s idle) over bare", over, "<= 5 ms", bool(over is not None and over <= 5), " ms")
 
     seq = load_opt(os.path.join(bench_dir, "spawn-daemon-seq.json"))
     ov = seq and seq.get("overhead_median_ms")
@@ -651,6 +686,11 @@ def main():
     t.add_argument("--python", default="python3")
     t.add_argument("--true", default="true")
     t.add_argument("--out", required=True)
+    lo = sub.add_parser("lone")
+    lo.add_argument("--runs", type=int, default=10)
+    lo.add_argument("--idle", type=float, default=1.0)
+    lo.add_argument("--out", required=True)
+    lo.add_argument("commands", nargs="+", help="NAME=COMMAND, the first is the baseline")
     r = sub.add_parser("report")
     r.add_argument("bench_dir")
     r.add_argument("--criterion", default="target/criterion")
@@ -667,6 +707,8 @@ def main():
         return output(a)
     elif a.cmd == "timeout":
         return timeout_bench(a)
+    elif a.cmd == "lone":
+        lone(a)
     elif a.cmd == "report":
         report(a.bench_dir, a.criterion)
     return 0

@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod cli;
 
 use agent_exec::sandbox::{Supervisor, SupervisorOptions};
+use agent_exec::serve::client::{self, NotForwarded};
 use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
 use agent_exec::{
@@ -123,7 +124,15 @@ struct RunArgs {
     /// the same file (when the policy's [provenance] mode is not off).
     #[arg(long, value_name = "FILE")]
     session_file: Option<PathBuf>,
+    /// Hand the call to the daemon listening on SOCKET when it serves the
+    /// same policy file and root (default: $AGENT_EXEC_DAEMON); run it
+    /// here otherwise. The command then runs with the daemon's environment.
+    #[arg(long, value_name = "SOCKET")]
+    daemon: Option<PathBuf>,
 }
+
+/// The environment variable naming a daemon socket for `--daemon`.
+const DAEMON_ENV: &str = "AGENT_EXEC_DAEMON";
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
@@ -265,27 +274,31 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // A run makes its own process-wide setup, after deciding whether it
+    // runs here at all.
+    let Some(command) = cli.command else {
+        return ExitCode::from(run(cli.run).clamp(0, 255) as u8);
+    };
     // The process-wide setup, before anything opens a file it keeps.
-    let supervisor = Supervisor::init(supervisor_options(&cli.command));
-    let code = match cli.command {
-        None => run(cli.run, &supervisor),
-        Some(Command::Check(t)) => check(t),
-        Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
-        Some(Command::Serve(args)) => agent_exec::serve::main(args, supervisor),
-        Some(Command::Sh { args }) => agent_exec::sh::main(&args, &supervisor),
-        Some(Command::Mcp(args)) => agent_exec::mcp::main(args, &supervisor),
-        Some(Command::Audit {
+    let supervisor = Supervisor::init(supervisor_options(&command));
+    let code = match command {
+        Command::Check(t) => check(t),
+        Command::Policy(PolicyCmd::Validate { file }) => validate(&file),
+        Command::Serve(args) => agent_exec::serve::main(args, supervisor),
+        Command::Sh { args } => agent_exec::sh::main(&args, &supervisor),
+        Command::Mcp(args) => agent_exec::mcp::main(args, &supervisor),
+        Command::Audit {
             json,
             retry_threshold,
             traces,
-        }) => audit(&traces, json, retry_threshold),
-        Some(Command::Replay { trace, color }) => story(&trace, &color),
-        Some(Command::Eval(args)) => eval(args),
-        Some(Command::Approvals(a)) => agent_exec::approve_cli::list(&a),
-        Some(Command::Approve(a)) => agent_exec::approve_cli::approve(&a),
-        Some(Command::Reject(a)) => agent_exec::approve_cli::reject(&a),
-        Some(Command::Doctor(args)) => cli::doctor::doctor(args, &supervisor),
-        Some(Command::Trace(cmd)) => cli::trace_cmd::trace(cmd),
+        } => audit(&traces, json, retry_threshold),
+        Command::Replay { trace, color } => story(&trace, &color),
+        Command::Eval(args) => eval(args),
+        Command::Approvals(a) => agent_exec::approve_cli::list(&a),
+        Command::Approve(a) => agent_exec::approve_cli::approve(&a),
+        Command::Reject(a) => agent_exec::approve_cli::reject(&a),
+        Command::Doctor(args) => cli::doctor::doctor(args, &supervisor),
+        Command::Trace(cmd) => cli::trace_cmd::trace(cmd),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -301,21 +314,20 @@ fn multicall_args() -> Option<Result<Vec<String>, ()>> {
         .then(|| argv.map(|a| a.into_string().map_err(drop)).collect())
 }
 
-/// What each command needs of the process-wide setup: a run all of it; the
+/// What each command needs of the process-wide setup (a run makes its own;
+/// the MCP server, the drop-in and the doctor run commands, so all of it): the
 /// daemon keeps its main thread's bounding set (it execs the reaper) and
 /// empties its workers' instead; the reaper and the commands that run
 /// nothing only need stdio guarded.
-fn supervisor_options(command: &Option<Command>) -> SupervisorOptions {
+fn supervisor_options(command: &Command) -> SupervisorOptions {
     match command {
         // The doctor's probe is a run like any other.
-        None | Some(Command::Mcp(_) | Command::Sh { .. } | Command::Doctor(_)) => {
-            SupervisorOptions::default()
-        }
-        Some(Command::Serve(s)) if s.reap_for.is_none() => SupervisorOptions {
+        Command::Mcp(_) | Command::Sh { .. } | Command::Doctor(_) => SupervisorOptions::default(),
+        Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()
         },
-        Some(_) => SupervisorOptions {
+        _ => SupervisorOptions {
             stdio: true,
             ..SupervisorOptions::none()
         },
@@ -406,19 +418,11 @@ fn root_of(t: &Target) -> PathBuf {
     t.root.clone().unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
+fn run(a: RunArgs) -> i32 {
     let format = a.format;
     let command = match command_of(&a.target) {
         Ok(c) => c,
         Err(m) => return fail(ErrorType::InvalidArguments, m, format),
-    };
-    let policy = match load_policy(a.target.policy.as_deref()) {
-        Ok(p) => p,
-        Err(m) => return fail(ErrorType::PolicyError, m, format),
-    };
-    let service = match builder(policy, &a).build(supervisor) {
-        Ok(s) => s,
-        Err(e) => return build_failure(e, format),
     };
     let mut req = RunRequest::new(command);
     req.cwd = a.target.cwd.clone();
@@ -428,6 +432,33 @@ fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
     req.session = a.session.clone();
     req.idempotency_key = a.idempotency_key.clone();
     req.approval_id = a.approval_id.clone();
+    let mut via = None;
+    // A forwarded call needs none of the process-wide setup a run does
+    // (the daemon made its own); only stdio is guarded first.
+    if let Some(socket) = daemon_socket(&a) {
+        Supervisor::init(SupervisorOptions {
+            stdio: true,
+            ..SupervisorOptions::none()
+        });
+        match forward(&a, &socket, &req) {
+            Ok(result) => return emit(&result, format),
+            Err(why) => via = Some(format!("direct: {why}")),
+        }
+    }
+    // The process-wide setup, before anything opens a file it keeps.
+    let supervisor = Supervisor::init(SupervisorOptions::default());
+    let policy = match load_policy(a.target.policy.as_deref()) {
+        Ok(p) => p,
+        Err(m) => return fail(ErrorType::PolicyError, m, format),
+    };
+    let mut b = builder(policy, &a);
+    if let Some(via) = via {
+        b = b.trace_via(via);
+    }
+    let service = match b.build(&supervisor) {
+        Ok(s) => s,
+        Err(e) => return build_failure(e, format),
+    };
     let result = service.call(req, &CancelToken::new());
     if let Some(summary) = service.replay_summary()
         && format == Format::Human
@@ -435,6 +466,51 @@ fn run(a: RunArgs, supervisor: &Supervisor) -> i32 {
         eprintln!("agent-exec: replay: {}", visible(&summary.to_string()));
     }
     emit(&result, format)
+}
+
+/// The daemon socket `--daemon` or the environment names, if any.
+fn daemon_socket(a: &RunArgs) -> Option<PathBuf> {
+    a.daemon
+        .clone()
+        .or_else(|| std::env::var_os(DAEMON_ENV).map(PathBuf::from))
+        .filter(|p| !p.as_os_str().is_empty())
+}
+
+/// The call answered by the daemon at `socket`, when the flags ask for
+/// nothing only this process can do (its own trace, state, replay or
+/// terminal prompt) and the daemon serves the same policy and root.
+fn forward(a: &RunArgs, socket: &Path, req: &RunRequest) -> Result<ToolResult, NotForwarded> {
+    let local = [
+        (
+            a.trace.is_some() || a.record.is_some(),
+            "--trace and --record are written here",
+        ),
+        (a.replay.is_some(), "--replay answers here"),
+        (a.state.is_some(), "--state is this process's"),
+        (
+            a.session_file.is_some(),
+            "--session-file keeps this process's ledger",
+        ),
+        (
+            a.approve == ApproveMode::Tty,
+            "--approve tty asks on this terminal",
+        ),
+    ];
+    if let Some((_, why)) = local.iter().find(|(asked, _)| *asked) {
+        return Err(NotForwarded::Unsupported(why));
+    }
+    let Some(policy) = a.target.policy.as_deref() else {
+        return Err(NotForwarded::Unsupported("no policy given"));
+    };
+    let root = root_of(&a.target);
+    client::forward(
+        socket,
+        &client::Target {
+            policy,
+            root: &root,
+        },
+        req,
+    )
 }
 
 /// The service the run flags ask for.

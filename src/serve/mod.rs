@@ -6,6 +6,7 @@
 //! idempotency, budgets and traces are the service's, shared with the CLI.
 
 mod activation;
+pub mod client;
 mod peer;
 mod reaper;
 mod server;

@@ -54,6 +54,8 @@ enum TraceTarget {
     File {
         path: PathBuf,
         record_full: bool,
+        /// Written as `via` on each result line.
+        via: Option<String>,
     },
     /// One JSONL file per session under a directory, rotated by size (the
     /// daemon).
@@ -173,7 +175,18 @@ impl ServiceBuilder {
         self.trace = Some(TraceTarget::File {
             path: path.into(),
             record_full,
+            via: None,
         });
+        self
+    }
+
+    /// With [`trace_file`](Self::trace_file): every result line of that
+    /// trace says how the call was served (the CLI says `direct` and why,
+    /// when a daemon was configured but not used).
+    pub fn trace_via(mut self, via: impl Into<String>) -> Self {
+        if let Some(TraceTarget::File { via: v, .. }) = &mut self.trace {
+            *v = Some(via.into());
+        }
         self
     }
 
@@ -331,10 +344,19 @@ fn canonical_root(root: &std::path::Path) -> Result<PathBuf, ServiceError> {
 fn open_trace(target: TraceTarget, policy: &Policy) -> Result<Arc<dyn TraceSink>, ServiceError> {
     let header = trace_header(policy);
     match target {
-        TraceTarget::File { path, record_full } => {
+        TraceTarget::File {
+            path,
+            record_full,
+            via,
+        } => {
             let opts = trace_options(policy, record_full, None);
             match Tracer::create(&path, header, opts) {
-                Ok(t) => Ok(Arc::new(t)),
+                Ok(t) => {
+                    if let Some(via) = via {
+                        t.set_via(via);
+                    }
+                    Ok(Arc::new(t))
+                }
                 Err(source) => Err(ServiceError::Trace { path, source }),
             }
         }

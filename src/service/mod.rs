@@ -296,6 +296,8 @@ impl Service {
             "provenance": {"mode": self.policy.provenance.mode, "assumed_budget": self.policy.provenance.assumed_budget},
             "sandbox": crate::result::SandboxSummary::from(self.sandbox.summary()),
             "version": env!("CARGO_PKG_VERSION"),
+            "root": self.checker.root(),
+            "replay": self.replay.is_some(),
         })
     }
 }

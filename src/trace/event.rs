@@ -115,6 +115,9 @@ pub(crate) struct ResultLine<'a> {
     /// The whole (redacted) result, only when recording for replay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<&'a ToolResult>,
+    /// How the call was served, when the writer was told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<&'a str>,
 }
 
 // ---- read side -------------------------------------------------------------
@@ -221,6 +224,10 @@ pub struct RecordedResult {
     pub provenance: Vec<ArgProvenance>,
     #[serde(default)]
     pub result: Option<ToolResult>,
+    /// How the call was served (`direct`, with the reason a configured
+    /// daemon was not used), when the writer said.
+    #[serde(default)]
+    pub via: Option<String>,
 }
 
 /// One parsed line.

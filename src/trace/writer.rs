@@ -36,6 +36,9 @@ pub struct Tracer {
     record_full: bool,
     run_id: String,
     write_errors: AtomicU64,
+    /// How the calls were served, when the writer was told (`via` on each
+    /// result line).
+    via: std::sync::OnceLock<String>,
 }
 
 struct State {
@@ -119,6 +122,7 @@ impl Tracer {
             record_full: opts.record_full,
             run_id: new_run_id(base),
             write_errors: AtomicU64::new(0),
+            via: std::sync::OnceLock::new(),
         };
         {
             let mut st = tracer.lock();
@@ -214,6 +218,7 @@ impl Tracer {
             sandbox: result.sandbox.as_ref(),
             provenance: &result.provenance,
             result: full.as_ref(),
+            via: self.via.get().map(String::as_str),
         };
         self.emit(&line);
     }
@@ -229,6 +234,13 @@ impl Tracer {
             ts_unix_ms: ts_ms,
             approval: event,
         });
+    }
+
+    /// Says on every later result line how the call was served (the CLI
+    /// writes `direct` when it ran a call itself although a daemon was
+    /// configured). Only the first value set counts.
+    pub fn set_via(&self, via: impl Into<String>) {
+        let _ = self.via.set(via.into());
     }
 
     /// Whether results are stored whole (replayable).

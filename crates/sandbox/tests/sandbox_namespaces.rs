@@ -689,3 +689,54 @@ fn required_fails_closed_without_cap_sys_admin() {
         "{stdout}"
     );
 }
+
+/// The supervisor's own descriptors, as the kernel names what they open.
+fn own_fd_targets() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// While a run goes on, the supervisor holds its mount and IPC namespaces
+/// (so their teardown is no longer part of the run's exit), and once the
+/// run is over it lets them go: no handle outlives the run.
+#[test]
+fn a_runs_namespaces_are_held_while_it_runs_and_released_after() {
+    let _serial = exclusive();
+    let r = ns_root();
+    let Some(sb) = isolated(&r.path, config()) else {
+        return;
+    };
+    let (ready, done) = (r.path.join("ready"), r.path.join("done"));
+    let script = format!(
+        "import os, time\n\
+         print(os.readlink('/proc/self/ns/mnt'), os.readlink('/proc/self/ns/ipc'), flush=True)\n\
+         open({ready:?}, 'w').close()\n\
+         while not os.path.exists({done:?}):\n\
+         \ttime.sleep(0.01)\n",
+        ready = ready.to_str().unwrap(),
+        done = done.to_str().unwrap(),
+    );
+    let (sb_a, root_a) = (sb.clone(), r.path.clone());
+    let run = std::thread::spawn(move || py(&sb_a, &root_a, &script));
+    assert!(wait_for(&ready), "the run never got going");
+    let during = own_fd_targets();
+    std::fs::write(&done, "").unwrap();
+    let out = run.join().unwrap();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut names = out.stdout.split_whitespace();
+    let (mnt, ipc) = (names.next().unwrap(), names.next().unwrap());
+    assert_ne!(mnt, host_ns("mnt"));
+    assert!(during.iter().any(|t| t == mnt), "{during:?} lacks {mnt}");
+    assert!(during.iter().any(|t| t == ipc), "{during:?} lacks {ipc}");
+    // Released on another thread right after the run: give it a moment.
+    let until = Instant::now() + Duration::from_secs(10);
+    let held = || own_fd_targets().iter().any(|t| t == mnt || t == ipc);
+    while held() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!held(), "a handle on {mnt} or {ipc} outlived the run");
+}

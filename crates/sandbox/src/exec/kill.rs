@@ -35,6 +35,8 @@ pub(super) struct MainChild {
     pub sandbox: Option<Arc<RunSandbox>>,
     /// This run's `AGENT_EXEC_RUN_ID=<id>` environment entry.
     pub marker: String,
+    /// The run's own namespaces, held until the run is over.
+    pub namespaces: Vec<std::os::fd::OwnedFd>,
 }
 
 impl MainChild {

@@ -285,6 +285,7 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
         reaped: false,
         sandbox: job.sandbox.clone(),
         marker,
+        namespaces: spawned.namespaces,
     };
     // Our child, not yet reaped: the pid still names it.
     main.pidfd = Some(pidfd_open(main.pid).map_err(ExecError::Io)?);
@@ -570,6 +571,9 @@ impl Flight<'_> {
             }
         }
         let status = main.reap()?;
+        // The run is over: its namespaces are torn down beside the result,
+        // not before it.
+        crate::spawn::sys::release_later(std::mem::take(&mut main.namespaces));
         let (exit_code, signal) = match status {
             Some(Status::Code(c)) => (Some(c), None),
             Some(Status::Signal(s)) => (None, Some(s)),

@@ -285,7 +285,8 @@ fn granted_paths(
 }
 
 /// The run's own namespaces, when the configuration asks for them and
-/// the supervisor can make them (a probe does what each child will).
+/// the supervisor can make them: its credentials tell, or else a probe
+/// does what each child will.
 fn namespaces(
     cfg: &SandboxConfig,
     granted: &[(PathBuf, bool)],
@@ -297,7 +298,8 @@ fn namespaces(
     }
     let layout = mounts::Layout::new(granted, rundir_base);
     let target = layout.covered().next().unwrap_or(c"/");
-    let source = match crate::spawn::sys::probe_namespaces(target) {
+    let known = crate::spawn::sys::namespaces_known();
+    let source = match known.unwrap_or_else(|| crate::spawn::sys::probe_namespaces(target)) {
         Ok(()) => return Ok(Some(layout)),
         Err(e) => e,
     };

@@ -157,6 +157,12 @@ pub(crate) struct Spawned {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The run's own mount and IPC namespaces, held open so that tearing
+    /// them down happens when these close, not in the exit of the run's
+    /// last process before its parent learns of it (see
+    /// [`sys::release_later`]). Empty without namespaces, or when the
+    /// child was gone before they could be opened.
+    pub namespaces: Vec<OwnedFd>,
 }
 
 /// Why a child could not be started. Nothing of the program ran.
@@ -257,11 +263,16 @@ pub(crate) fn spawn(cmd: &Command<'_>) -> Result<Spawned, SpawnError> {
 
     let (report, got) = read_report(&status_r)?;
     if got == 0 {
+        let namespaces = match confinement.and_then(|c| c.mounts.as_ref()) {
+            Some(_) => hold_namespaces(pid),
+            None => Vec::new(),
+        };
         return Ok(Spawned {
             pid,
             stdin: stdin_parent,
             stdout: out_r,
             stderr: err_r,
+            namespaces,
         });
     }
     // The child failed before exec and has exited: reap it here, since the
@@ -277,6 +288,24 @@ pub(crate) fn spawn(cmd: &Command<'_>) -> Result<Spawned, SpawnError> {
         )));
     }
     Err(child_error(report, cmd.program))
+}
+
+/// Opens the mount and IPC namespaces of the child `pid`, which has just
+/// exec'd (and is not reaped, so the pid is still its). Whatever cannot be
+/// opened (the child already exited) is left out: the teardown then
+/// happened in its exit, as without this.
+fn hold_namespaces(pid: i32) -> Vec<OwnedFd> {
+    ["mnt", "ipc"]
+        .iter()
+        .filter_map(|kind| {
+            nix::fcntl::open(
+                format!("/proc/{pid}/ns/{kind}").as_str(),
+                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok()
+        })
+        .collect()
 }
 
 /// Reads the child's (step, errno) report until EOF; returns it and how
