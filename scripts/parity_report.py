@@ -67,6 +67,7 @@ def markdown(data: dict) -> str:
             n = sum(c.values())
             cells.append(f"{c['same']}/{n} ({_pct(c['same'], n)})" if n else "-")
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += ["", "Everything that did not behave as bare, grouped by cause:", ""] + causes_table(results)
     design = [r for r in results if r["category"] == "by_design"]
     if design:
         lines += ["", "Differs by design:", ""]
@@ -78,6 +79,47 @@ def markdown(data: dict) -> str:
         reason = re.sub(r"\s+", " ", r["reason"])[:240]
         lines.append(f"- `{r['id']}` ({r['owner']}) `{_short(r['command'])}`: {reason}")
     return "\n".join(lines) + "\n"
+
+
+def cause(r: dict) -> str:
+    """A coarse diagnosis of one non-parity result, from the ToolResult."""
+    s = r.get("sandbox", {})
+    t = (s.get("stderr") or "") + (s.get("stdout") or "") + (s.get("message") or "")
+    if r["category"] == "refused":
+        m = re.search(r"no rule covers `([^`]*)`", s.get("message") or "")
+        return f"refused, no rule covers `{m.group(1)}`" if m else f"refused by `{s.get('rule')}`"
+    if r["category"] == "knock_on":
+        return "a setup step failed sandboxed"
+    if r["category"] == "by_design":
+        return f"by design: {r.get('reason')}"
+    if s.get("error_type") == "COMMAND_TIMEOUT":
+        return "the policy's timeout"
+    m = re.search(r"(\S+): not found on the policy's PATH", t) or re.search(r"(\S+): command not found", t)
+    if m:
+        return f"`{m.group(1)}` not on the policy's PATH"
+    if r["command"].startswith("which"):
+        return "`which` finds nothing or another program (PATH)"
+    m = re.search(r"No module named (\S+)", t)
+    if m:
+        return f"`python3` is the system interpreter, not the project's venv (no module {m.group(1)})"
+    if re.search(r"Permission denied|EACCES|Read-only file system", t):
+        return "permission denied writing or executing in the project"
+    if re.search(r"Author identity unknown|tell me who you are|user\.email", t, re.I):
+        return "git has no identity"
+    if re.search(r"^ls\b", r["command"]):
+        return "`ls -l` prints numeric owners (no /etc/passwd)"
+    return "other (see details)"
+
+
+def causes_table(results: list[dict]) -> list[str]:
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for r in results:
+        if not is_negative(r) and r["category"] != "same":
+            groups[cause(r)].append(f"{r['id']}({r['owner'][0]})")
+    lines = ["| cause | runs | commands ((u)ser-, (r)oot-owned) |", "|---|---|---|"]
+    for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"| {k} | {len(v)} | {' '.join(v)} |")
+    return lines
 
 
 def _short(cmd: str, n=90) -> str:
