@@ -365,6 +365,7 @@ def main() -> int:
     import parity_report as rep  # noqa: E402
     data = merge([json.loads(Path(p).read_text()) for p in a.results])
     if a.merged:
+        Path(a.merged).parent.mkdir(parents=True, exist_ok=True)
         Path(a.merged).write_text(json.dumps(data, indent=1))
     md = rep.markdown(data)
     if a.doc:
