@@ -300,7 +300,9 @@ def merge(parts: list[dict]) -> dict:
     meta = dict(parts[0]["meta"])
     meta["owners"] = [o for p in parts for o in p["meta"]["owners"]]
     meta["seconds"] = max(p["meta"]["seconds"] for p in parts)
-    return {"meta": meta, "results": [r for p in parts for r in p["results"]]}
+    results = [r for p in parts for r in p["results"]]
+    meta["commands"] = len({r["id"] for r in results})
+    return {"meta": meta, "results": results}
 
 
 def cmd_check(results: Path, floor_file: Path) -> int:
