@@ -105,7 +105,10 @@ def link_rust_toolchain(home: Path) -> None:
     proxy = Path("/root/.cargo/bin/rustup")
     for tool in ("cargo", "rustc", "rustup", "rustdoc", "cargo-fmt", "rustfmt", "cargo-clippy", "clippy-driver"):
         if proxy.exists() and not (cbin / tool).exists():
-            shutil.copy2(proxy, cbin / tool)
+            try:
+                os.link(proxy, cbin / tool)
+            except OSError:
+                shutil.copy2(proxy, cbin / tool)
 
 
 def owner_env(owner: str, kind: str, work: Path, home: Path, cache: Path) -> dict:
