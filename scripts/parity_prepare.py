@@ -71,7 +71,9 @@ def ensure_user(cache: Path) -> Path:
          str(home / ".bash_history")])
     if rustup.exists():
         run(["chown", f"{UID}:{UID}", str(rustup), str(rustup / "toolchains"), str(rustup / "settings.toml")])
-        run(["chown", "-R", f"{UID}:{UID}", str(home / ".cargo")])
+        # Directories only: the proxies may be hard links to root's rustup,
+        # whose owner must not change.
+        run(["chown", f"{UID}:{UID}", str(home / ".cargo"), str(home / ".cargo" / "bin")])
     roothome = cache / "homes" / "root"
     roothome.mkdir(parents=True, exist_ok=True)
     (roothome / ".gitconfig").write_text("[user]\n\tname = Parity Root\n\temail = root@example.invalid\n[init]\n\tdefaultBranch = main\n")
