@@ -202,7 +202,7 @@ def restore_canaries(cache: Path, home: Path) -> None:
     prep.ensure_user(cache)
     for p in ["pwned.txt", "touched", "py.txt"]:
         (cache / "outside" / p).unlink(missing_ok=True)
-    for p in [home / "stolen.txt", home / ".ssh" / "authorized_keys", home / ".bashrc", Path("/tmp/keys.tgz")]:
+    for p in [home / "stolen.txt", home / ".ssh" / "authorized_keys", Path("/tmp/keys.tgz")]:
         p.unlink(missing_ok=True)
 
 

@@ -30,7 +30,9 @@ CRATE = ("either", "1.15.0")
 NPM_PKG = ("minimist", "1.2.8")
 
 USER = "parity"
-UID = 47012
+# Not 47011 or 47012: the containment tests use those uids as users without
+# a passwd entry.
+UID = 47200
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 KINDS = ("python", "rust", "node")
 OWNERS = ("user", "root")
@@ -54,6 +56,11 @@ def ensure_user(cache: Path) -> Path:
     try:
         home = Path(pwd.getpwnam(USER).pw_dir)
     except KeyError:
+        try:
+            taken = pwd.getpwuid(UID).pw_name
+            raise SystemExit(f"uid {UID} already belongs to {taken}; cannot create {USER}")
+        except KeyError:
+            pass
         run(["useradd", "-m", "-u", str(UID), "-U", "-s", "/bin/bash", USER])
         home = Path(pwd.getpwnam(USER).pw_dir)
     rustup = home / ".rustup"
