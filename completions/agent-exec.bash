@@ -137,7 +137,7 @@ _agent__exec() {
 
     case "${cmd}" in
         agent__exec)
-            opts="-h -V --policy --root --cwd --shell --timeout-ms --output-chars --stdin --format --approve --trace --record --replay --replay-mode --allow-live-writes --state --idempotency-key --session --approval-id --session-file --help --version check policy serve sh mcp audit replay eval approvals approve reject doctor trace help"
+            opts="-h -V --policy --root --cwd --shell --timeout-ms --output-chars --stdin --format --approve --trace --record --replay --replay-mode --allow-live-writes --state --idempotency-key --session --approval-id --session-file --daemon --help --version check policy serve sh mcp audit replay eval approvals approve reject doctor trace help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -212,6 +212,10 @@ _agent__exec() {
                     return 0
                     ;;
                 --session-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --daemon)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_agent_exec_global_optspecs
-    string join \n policy= root= cwd= shell= timeout-ms= output-chars= stdin= format= approve= trace= record= replay= replay-mode= allow-live-writes state= idempotency-key= session= approval-id= session-file= h/help V/version
+    string join \n policy= root= cwd= shell= timeout-ms= output-chars= stdin= format= approve= trace= record= replay= replay-mode= allow-live-writes state= idempotency-key= session= approval-id= session-file= daemon= h/help V/version
 end
 
 function __fish_agent_exec_needs_command
@@ -45,6 +45,7 @@ complete -c agent-exec -n "__fish_agent_exec_needs_command" -l idempotency-key -
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l session -d 'Session name for budgets and traces' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l approval-id -d 'Run under this approval (from an APPROVAL_REQUIRED result, once a human approved it; with --state)' -r
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l session-file -d 'Argument provenance ledger shared by the one-shot calls that name the same file (when the policy\'s [provenance] mode is not off)' -r -F
+complete -c agent-exec -n "__fish_agent_exec_needs_command" -l daemon -d 'Hand the call to the daemon listening on SOCKET when it serves the same policy file and root (default: $AGENT_EXEC_DAEMON); run it here otherwise. The command then runs with the daemon\'s environment' -r -F
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -l allow-live-writes -d 'In lenient replay, let unrecorded mutating calls run for real'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c agent-exec -n "__fish_agent_exec_needs_command" -s V -l version -d 'Print version'
