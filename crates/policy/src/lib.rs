@@ -81,6 +81,7 @@ use serde::{Deserialize, Serialize};
 // and `lint` build and inspect a `Policy`.
 mod awk;
 mod builtins;
+mod control;
 mod engine;
 mod error;
 mod hidden;
@@ -629,9 +630,15 @@ pub struct ShellPolicy {
     /// targets inside the root; `deny` suits read-only policies. `/dev/null`
     /// is always fine.
     pub output_redirection: FeatureAction,
-    /// Grouping, control flow and functions the engine cannot follow.
-    /// `check` is not accepted.
+    /// Constructs the engine cannot follow command by command (`select`,
+    /// `coproc`, `[[ ]]`, `(( ))`, `for ((..))`). `check` is not accepted.
     pub unsupported: FeatureAction,
+    /// Grouping and control flow whose every command the engine checks:
+    /// subshells, `{ }` groups, `if`, `for`, `while`, `until`, `case`,
+    /// `!` and functions. `check` decides each command inside like any
+    /// other; `deny` (the default) and `require_approval` treat them as
+    /// `unsupported`.
+    pub control_flow: FeatureAction,
     /// Places where bash evaluates a value as code: arithmetic, subscripts
     /// and `${x:off}` offsets that name a variable, `${!x}`, `${x@P}`,
     /// `let`, `declare -i`, and variable names with a computed subscript
@@ -656,6 +663,7 @@ impl Default for ShellPolicy {
             globs: FeatureAction::Check,
             output_redirection: FeatureAction::Check,
             unsupported: FeatureAction::Deny,
+            control_flow: FeatureAction::Deny,
             evaluation: FeatureAction::Deny,
             max_nesting: 3,
             deny_assignments: [

@@ -64,6 +64,8 @@ pub(crate) struct Walk<'p> {
     /// The simple command being walked; tracked only for an evaluation.
     command: Option<CommandRef>,
     commands_seen: usize,
+    /// Functions defined so far in the request, by name.
+    pub(crate) functions: Vec<String>,
 }
 
 /// Expansions whose result is only known at run time (globs and braces
@@ -102,6 +104,7 @@ impl<'p> Walk<'p> {
             injected: Vec::new(),
             command: None,
             commands_seen: 0,
+            functions: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use agent_exec_lexer::{
-    self, Features, Operator, ParseError, RedirectKind, Script, SimpleCommand, Span, Word,
+    self, Features, Operator, ParseError, RedirectKind, Role, Script, SimpleCommand, Span, Word,
 };
 
 use crate::builtins::is_shell_only;
@@ -76,6 +76,7 @@ impl Policy {
                         start: 0,
                         end: text.len(),
                     },
+                    role: Role::Command,
                 };
                 walk.simple(&sc, &text, &mut cwd, 0, true);
                 false
@@ -105,7 +106,7 @@ impl Walk<'_> {
     }
 
     /// `text` is what the spans of `script` index.
-    fn script(&mut self, script: &Script, text: &str, cwd: &mut Cwd, depth: usize) {
+    pub(crate) fn script(&mut self, script: &Script, text: &str, cwd: &mut Cwd, depth: usize) {
         let action = self.policy.shell.unsupported;
         for (construct, _) in &script.unsupported {
             self.builtin(
@@ -118,9 +119,15 @@ impl Walk<'_> {
                 construct,
             );
         }
+        self.control_flow(script, cwd);
         for (j, command) in script.commands.iter().enumerate() {
             if matches!(command.joined_by, Some(op) if op != Operator::And) {
                 cwd.uncertain = true;
+            }
+            self.define_functions(script, command.span.start);
+            if command.role != Role::Command {
+                self.header(command, text, cwd, depth);
+                continue;
             }
             let next = script.commands.get(j + 1).and_then(|c| c.joined_by);
             // A `cd` in a pipeline or in the background runs in a subshell.
@@ -193,7 +200,13 @@ impl Walk<'_> {
     }
 
     /// A command's redirections; true when one writes a file.
-    fn redirects(&mut self, sc: &SimpleCommand, text: &str, cwd: &Cwd, depth: usize) -> bool {
+    pub(crate) fn redirects(
+        &mut self,
+        sc: &SimpleCommand,
+        text: &str,
+        cwd: &Cwd,
+        depth: usize,
+    ) -> bool {
         let mut mutating = false;
         for r in &sc.redirects {
             self.scan_word(&r.target);
@@ -240,7 +253,7 @@ impl Walk<'_> {
 
     /// Commands inside `$(...)`, backticks and `<(...)`. Their spans index
     /// the same text as the word's.
-    fn substitutions(&mut self, w: &Word, text: &str, cwd: &Cwd, depth: usize) {
+    pub(crate) fn substitutions(&mut self, w: &Word, text: &str, cwd: &Cwd, depth: usize) {
         if w.substitutions.is_empty() {
             return;
         }
@@ -333,6 +346,9 @@ impl Walk<'_> {
                 Origin::Unmapped => None,
             };
             if bare && self.shell_builtin(prog, args, cwd, persistent) {
+                return;
+            }
+            if bare && trusted.is_some() && self.function_call(prog, args, cwd) {
                 return;
             }
             if may_wrap(base, bare, trusted.is_some()) {

@@ -379,12 +379,14 @@ fn nested_shells_and_substitutions() {
         ("cat src/$FILE", "", A, Some("read-tools"), None),
         ("cat ./$X", "", A, None, None),
         ("echo $((1 + 2))", "", A, None, None),
-        // unsupported constructs
-        ("for f in *; do cat $f; done", "", D, Some("builtin:unsupported"), None),
-        ("if true; then ls; fi", "", D, Some("builtin:unsupported"), None),
+        // control flow: every command inside is checked (code.toml has
+        // `control_flow = "check"`)
+        ("for f in *; do cat $f; done", "", A, Some("read-tools"), Some(true)),
+        ("if true; then ls; fi", "", A, Some("read-tools"), Some(true)),
         ("(cd /; cat etc/passwd)", "", D, None, None),
-        ("{ ls; }", "", D, Some("builtin:unsupported"), None),
-        ("f() { ls; }; f", "", D, None, None),
+        ("{ ls; }", "", A, Some("read-tools"), Some(true)),
+        ("f() { ls; }; f", "", A, Some("read-tools"), Some(false)),
+        ("[[ -f x ]] && ls", "", D, Some("builtin:unsupported"), None),
         // here-documents
         ("cat <<'EOF'\n$(id)\nEOF", "", A, Some("read-tools"), None),
         ("cat <<EOF\n$(id)\nEOF", "", R, Some("default"), None),
