@@ -12,9 +12,56 @@ use agent_exec_lexer::{Role, Script, SimpleCommand, Word};
 use crate::resolve::resolve_program;
 use crate::rules::Writes;
 use crate::state::{Access, Cwd, Walk, feature_verdict};
-use crate::{FeatureAction, RiskLevel};
+use crate::{FeatureAction, RiskLevel, Verdict};
+
+/// `find` primaries that run a command given by the words up to `;` or `+`.
+const FIND_EXEC: &[&str] = &["-exec", "-execdir", "-ok", "-okdir"];
+
+/// `find` primaries that choose which files match by name or path: with
+/// none, `-delete` (or `-exec rm`) from the root takes everything.
+const FIND_NAME_TESTS: &[&str] = &[
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-regex",
+    "-iregex",
+    "-lname",
+    "-ilname",
+];
+
+/// The start points of a read-only `find` that are the filesystem root
+/// (`find / -name x`), as a mask of argument positions: a search that
+/// only lists names, whose reach the kernel sandbox bounds, so `/` is
+/// not refused as an escape there (it still is everywhere else).
+pub(crate) fn find_from_fs_root(args: &[Word]) -> u64 {
+    let mut mask = 0;
+    for (k, a) in args.iter().enumerate().take(63) {
+        let v = a.value.as_str();
+        if v.starts_with('-') || matches!(v, "(" | "!") {
+            break;
+        }
+        if v == "/" && !a.features.expands() {
+            mask |= 1 << k;
+        }
+    }
+    mask
+}
 
 impl Walk<'_> {
+    /// Whether `prog`, a path, is a file inside the root from every
+    /// directory the command may start in: the project's own script or
+    /// binary.
+    pub(crate) fn runs_from_root(&self, prog: &str, cwd: &Cwd) -> bool {
+        let root = self.ctx.root;
+        self.bases(cwd).all(|base| {
+            crate::resolve::resolve_path(base, Path::new(prog))
+                .is_some_and(|p| p.starts_with(root) && p != root)
+        })
+    }
+
     /// The control-flow constructs of `script`: refused unless the policy
     /// checks them (`[shell] control_flow = "check"`), and then every
     /// command inside is decided as usual.
@@ -116,5 +163,73 @@ impl Walk<'_> {
         self.check_args(args, Writes::Operands, 0, cwd);
         self.read_only = false;
         true
+    }
+}
+
+impl Walk<'_> {
+    /// The commands `find -exec`/`-execdir`/`-ok`/`-okdir` run, each
+    /// decided like any other command (`{}` stands for a path found under
+    /// the start points, which the find rule checked), and what
+    /// `-delete` removes. Deleting from the project root with no test on
+    /// names or paths, or any test naming `.git`, would take what cannot
+    /// be restored.
+    pub(crate) fn find_actions(&mut self, args: &[Word], cwd: &Cwd, depth: usize) {
+        let starts = args
+            .iter()
+            .take_while(|a| !a.value.starts_with('-') && !matches!(a.value.as_str(), "(" | "!"))
+            .count();
+        let mut deletes = false;
+        let mut k = starts;
+        while k < args.len() {
+            let v = args[k].value.as_str();
+            if v == "-delete" {
+                deletes = true;
+            }
+            if !FIND_EXEC.contains(&v) {
+                k += 1;
+                continue;
+            }
+            let inner = &args[k + 1..];
+            let end = inner
+                .iter()
+                .position(|a| a.value == ";" || a.value == "+")
+                .unwrap_or(inner.len());
+            if end > 0 {
+                let removes = inner[0].value == "rm";
+                deletes |= removes;
+                let mut inner_cwd = cwd.clone();
+                inner_cwd.uncertain = true;
+                self.command(&inner[..end], &mut inner_cwd, depth, false);
+            }
+            k += end + 2;
+        }
+        if !deletes {
+            return;
+        }
+        for w in &args[..starts] {
+            self.check_word(w, Access::Write, cwd);
+        }
+        let names_git = args[starts..].iter().any(|a| {
+            a.value
+                .split('/')
+                .any(|part| part == ".git" || part.starts_with(".git*"))
+        });
+        let filtered = args[starts..]
+            .iter()
+            .any(|a| FIND_NAME_TESTS.contains(&a.value.as_str()));
+        let from_root = starts == 0
+            || args[..starts].iter().any(|w| {
+                let base = cwd.exact.as_deref().unwrap_or(self.ctx.cwd);
+                crate::resolve::normalize_lexically(base, Path::new(&w.value)) == self.ctx.root
+            });
+        if names_git || (from_root && !filtered) {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:protected-path",
+                "this find deletes from the whole project (or from `.git`), which cannot be restored; add `-name`/`-path` tests for what to remove, or start it in the directory concerned".into(),
+                "-delete",
+            );
+        }
     }
 }

@@ -15,6 +15,10 @@ pub(crate) struct Engine {
     pub readable: Vec<PathBuf>,
     /// Areas (besides the root) that may be written.
     pub writable: Vec<PathBuf>,
+    /// The run's own scratch directories ([`crate::SCRATCH_DIRS`]), read
+    /// and written freely unless the root is inside one (then the run
+    /// cannot have that directory to itself).
+    pub scratch: Vec<PathBuf>,
     /// Every PATH entry is a system directory, so a bare name needs no
     /// lookup to be trusted (the common case, and the fast one).
     pub path_trusted: bool,
@@ -23,6 +27,8 @@ pub(crate) struct Engine {
     pub home: Option<PathBuf>,
     /// `(name, is_prefix)` from `[shell] deny_assignments`.
     deny_assign: Vec<(String, bool)>,
+    /// `[shell] allow_assignments`: exact names exempt from the above.
+    allow_assign: Vec<String>,
     /// `[env] secret_pattern`, case-insensitive: names of variables whose
     /// values never reach the child or a trace.
     pub secret_names: regex_lite::Regex,
@@ -41,6 +47,11 @@ impl Engine {
         extend_areas(&sandbox.read, &mut readable);
         let mut writable = Vec::new();
         extend_areas(&sandbox.write, &mut writable);
+        let mut scratch = Vec::new();
+        if sandbox.namespaces != crate::Namespaces::Off {
+            let dirs: Vec<String> = crate::SCRATCH_DIRS.iter().map(|d| d.to_string()).collect();
+            extend_areas(&dirs, &mut scratch);
+        }
 
         let path_entries: Vec<PathBuf> = env
             .path
@@ -76,10 +87,12 @@ impl Engine {
             rules: RuleSet::new(rules),
             readable,
             writable,
+            scratch,
             path_trusted,
             path_entries,
             home,
             deny_assign,
+            allow_assign: shell.allow_assignments.clone(),
             secret_names,
             example_count: 0,
         }
@@ -87,6 +100,9 @@ impl Engine {
 
     /// Whether `[shell] deny_assignments` forbids setting `name`.
     pub(crate) fn denied_name(&self, name: &str) -> bool {
+        if self.allow_assign.iter().any(|a| a == name) {
+            return false;
+        }
         self.deny_assign.iter().any(|(n, prefix)| {
             if *prefix {
                 name.starts_with(n.as_str())

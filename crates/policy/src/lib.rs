@@ -104,6 +104,12 @@ pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 /// Why a shell string could not be decided: it does not lex.
 pub use agent_exec_lexer::ParseError;
 
+/// Scratch directories: with a per-run mount namespace each run gets its
+/// own, empty, so writing there reaches nothing outside the run. The
+/// policy lets commands name them unless `[sandbox] namespaces = "off"`;
+/// the kernel sandbox must grant the same.
+pub const SCRATCH_DIRS: &[&str] = &["/tmp"];
+
 /// Directories every program needs to read and execute; arguments inside
 /// them are not escapes, and the kernel sandbox grants exactly these (plus
 /// `[sandbox] read`). The one list both layers use, so what the policy
@@ -651,6 +657,9 @@ pub struct ShellPolicy {
     /// Variable names that may not be assigned (`VAR=x cmd`, `export`,
     /// `env VAR=x`, `read VAR`). A trailing `*` matches a prefix.
     pub deny_assignments: Vec<String>,
+    /// Exact names exempt from `deny_assignments` (`GIT_AUTHOR_NAME` under
+    /// `GIT_*`, `PYTHONHASHSEED` under `PYTHON*`).
+    pub allow_assignments: Vec<String>,
 }
 
 impl Default for ShellPolicy {
@@ -711,6 +720,7 @@ impl Default for ShellPolicy {
             .iter()
             .map(|s| s.to_string())
             .collect(),
+            allow_assignments: Vec::new(),
         }
     }
 }

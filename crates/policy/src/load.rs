@@ -76,6 +76,12 @@ struct RuleFile {
     #[serde(default)]
     global_options_only: bool,
     #[serde(default)]
+    safe_values: Option<Spanned<String>>,
+    #[serde(default)]
+    unless_options: Vec<String>,
+    #[serde(default)]
+    under_root: bool,
+    #[serde(default)]
     pattern_operand: bool,
     #[serde(default)]
     args_regex: Option<Spanned<String>>,
@@ -269,7 +275,11 @@ fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
 fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
     let mut issues = Vec::new();
     for rule in rules {
-        for (key, re) in [("pattern", &rule.pattern), ("args_regex", &rule.args_regex)] {
+        for (key, re) in [
+            ("pattern", &rule.pattern),
+            ("args_regex", &rule.args_regex),
+            ("safe_values", &rule.safe_values),
+        ] {
             if let Some(Err(e)) = re.as_ref().map(LazyRegex::compile) {
                 issues.push(Issue {
                     line: rule.line,
@@ -470,17 +480,23 @@ fn compile_rule(
     };
     let pattern = regex(&r.pattern, "pattern");
     let args_regex = regex(&r.args_regex, "args_regex");
+    let safe_values = regex(&r.safe_values, "safe_values");
     check_shape(r, &programs, &mut p);
-    let mut options = Vec::with_capacity(r.options.len());
-    for o in &r.options {
-        match OptSpec::parse(o) {
-            Some(spec) => options.push(spec),
-            None => p.bad(
-                "options",
-                format!("`{o}` is not an option (`-x`, `--long`, `-single` or `-prefix*`)"),
-            ),
+    let mut option_specs = |list: &[String], key: &str| {
+        let mut out = Vec::with_capacity(list.len());
+        for o in list {
+            match OptSpec::parse(o) {
+                Some(spec) => out.push(spec),
+                None => p.bad(
+                    key,
+                    format!("`{o}` is not an option (`-x`, `--long`, `-single` or `-prefix*`)"),
+                ),
+            }
         }
-    }
+        out
+    };
+    let options = option_specs(&r.options, "options");
+    let unless_options = option_specs(&r.unless_options, "unless_options");
     let subcommands: Vec<Vec<String>> = r
         .subcommands
         .iter()
@@ -501,6 +517,9 @@ fn compile_rule(
         prefix: r.prefix.clone(),
         option_values: r.option_values.clone(),
         options,
+        safe_values,
+        unless_options,
+        under_root: r.under_root,
         global_options_only: r.global_options_only,
         pattern_operand: r.pattern_operand,
         args_regex,
@@ -514,7 +533,20 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
     let has_matcher = !r.subcommands.is_empty()
         || !r.prefix.is_empty()
         || !r.options.is_empty()
+        || !r.unless_options.is_empty()
         || r.args_regex.is_some();
+    if r.safe_values.is_some() && r.options.is_empty() {
+        p.bad(
+            "safe_values",
+            "only means something together with `options`".into(),
+        );
+    }
+    if r.under_root && (r.pattern.is_some() || !programs.is_empty()) {
+        p.bad(
+            "under_root",
+            "an under_root rule matches every program run by a path inside the root; it cannot also name programs or a pattern".into(),
+        );
+    }
     if r.pattern.is_some() {
         if !programs.is_empty() || has_matcher {
             p.bad("pattern", "a pattern rule matches the raw request; it cannot also name programs, subcommands, options or args_regex".into());
@@ -525,7 +557,7 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
                 "a raw pattern can only deny or require approval; allow commands by program".into(),
             );
         }
-    } else if programs.is_empty() {
+    } else if programs.is_empty() && !r.under_root {
         p.bad(
             "programs",
             "a rule needs `program`/`programs` or a raw `pattern`".into(),
@@ -570,6 +602,9 @@ fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
             };
             let same_conditions = a.prefix == b.prefix
                 && a.options == b.options
+                && a.unless_options == b.unless_options
+                && a.safe_values.as_ref().map(LazyRegex::as_str)
+                    == b.safe_values.as_ref().map(LazyRegex::as_str)
                 && a.global_options_only == b.global_options_only
                 && a.args_regex.as_ref().map(LazyRegex::as_str)
                     == b.args_regex.as_ref().map(LazyRegex::as_str);

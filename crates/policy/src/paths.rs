@@ -450,7 +450,12 @@ impl Walk<'_> {
                 escape = Some((PathBuf::from(v), "a symlink loop"));
                 break;
             };
-            let inside = resolved.starts_with(root);
+            let scratch = self
+                .engine
+                .scratch
+                .iter()
+                .any(|s| resolved.starts_with(s) && !root.starts_with(s));
+            let inside = resolved.starts_with(root) || scratch;
             let ok = match access {
                 Access::Read => {
                     inside
@@ -465,6 +470,17 @@ impl Walk<'_> {
                 Access::WriteNotRoot => {
                     if resolved == root {
                         escape = Some((resolved, "the project root itself"));
+                        break;
+                    }
+                    // The repository's history: unlike the files it
+                    // tracks, nothing can restore it.
+                    if resolved.parent() == Some(root)
+                        && resolved.file_name() == Some(".git".as_ref())
+                    {
+                        escape = Some((
+                            resolved,
+                            "the repository's history (`.git`), which nothing could restore",
+                        ));
                         break;
                     }
                     inside || self.engine.writable.iter().any(|r| resolved.starts_with(r))

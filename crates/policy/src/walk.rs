@@ -19,7 +19,7 @@ use crate::rules::Writes;
 use crate::state::{Access, Cwd, Origin, Walk, feature_verdict, has_expansion, strictness};
 use crate::tools;
 use crate::verdict::Evaluation;
-use crate::wrappers::{Peeled, may_wrap};
+use crate::wrappers::{Peeled, is_wrapper, may_wrap};
 use crate::{
     CommandSpec, Context, Decision, FeatureAction, InjectedFlag, Policy, RiskLevel, Verdict,
 };
@@ -303,7 +303,13 @@ impl Walk<'_> {
     }
 
     /// The program word and what follows it, wrappers peeled.
-    fn command(&mut self, words: &[Word], cwd: &mut Cwd, depth: usize, persistent: bool) {
+    pub(crate) fn command(
+        &mut self,
+        words: &[Word],
+        cwd: &mut Cwd,
+        depth: usize,
+        persistent: bool,
+    ) {
         let mut i = 0;
         loop {
             let w = &words[i];
@@ -352,6 +358,17 @@ impl Walk<'_> {
                 return;
             }
             if may_wrap(base, bare, trusted.is_some()) {
+                // Deny or approval rules about the wrapper itself still
+                // apply (a policy may refuse `xargs` as a whole).
+                if is_wrapper(base)
+                    && let Some(rule) = self.engine.rules.shell_refusal(prog, args, None)
+                {
+                    self.offer_rule(rule, Some(prog));
+                    self.read_only = false;
+                    if rule.action == Verdict::Deny {
+                        return;
+                    }
+                }
                 match self.peel(base, prog, args, cwd) {
                     Peeled::Inner(k) => {
                         i += 1 + k;
@@ -367,7 +384,11 @@ impl Walk<'_> {
             {
                 return;
             }
-            self.program(prog, trusted, args, cwd, place);
+            if self.program(prog, trusted, args, cwd, place) == Some(Verdict::Allow)
+                && base == "find"
+            {
+                self.find_actions(args, cwd, depth);
+            }
             return;
         }
     }
@@ -424,13 +445,14 @@ impl Walk<'_> {
         args: &[Word],
         cwd: &Cwd,
         place: Option<usize>,
-    ) {
+    ) -> Option<Verdict> {
         let engine = self.engine;
         let mut passed_over = self.keeps_every().then(Vec::new);
+        let inside_root = prog.contains('/') && self.runs_from_root(prog, cwd);
         let selected = engine
             .rules
-            .select(prog, trusted, args, passed_over.as_mut());
-        let (writes, consumed) = match selected {
+            .select(prog, trusted, args, passed_over.as_mut(), inside_root);
+        let (writes, consumed, action) = match selected {
             Some((rule, m)) => {
                 let token = m.token.unwrap_or(prog);
                 self.offer_rule(rule, Some(token));
@@ -441,7 +463,7 @@ impl Walk<'_> {
                     self.read_only = false;
                 }
                 if rule.action == Verdict::Deny {
-                    return;
+                    return Some(rule.action);
                 }
                 if rule.action == Verdict::Allow
                     && rule.read_only
@@ -450,13 +472,16 @@ impl Walk<'_> {
                     self.read_only_tool(name, args, place);
                 }
                 let mut consumed = m.consumed;
+                if rule.read_only && basename(prog) == "find" {
+                    consumed |= crate::control::find_from_fs_root(args);
+                }
                 if rule.pattern_operand
                     && let Some(k) = pattern_position(args)
                     && k < 64
                 {
                     consumed |= 1 << k;
                 }
-                (rule.writes, consumed)
+                (rule.writes, consumed, Some(rule.action))
             }
             None => {
                 let default = self.policy.default;
@@ -474,11 +499,12 @@ impl Walk<'_> {
                     (reason, Some(prog.to_string()))
                 });
                 self.read_only = false;
-                (Writes::None, 0)
+                (Writes::None, 0, None)
             }
         };
         self.argument_names(prog, args);
         self.check_args(args, writes, consumed, cwd);
+        action
     }
 
     /// A program an allow rule classes read-only: what its options,
