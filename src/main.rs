@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod policy_cli;
+
 use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
@@ -30,6 +32,8 @@ Examples:
   agent-exec --policy policies/code.toml --shell 'grep -rn TODO src | head'
   agent-exec check --policy policies/code.toml --shell 'cat /etc/passwd'
   agent-exec policy validate policies/code.toml
+  agent-exec policy show policies/code.toml
+  agent-exec policy explain policies/code.toml --shell 'for f in *.py; do wc -l \"$f\"; done'
   agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock";
 
 #[derive(Parser, Debug)]
@@ -182,6 +186,29 @@ struct EvalArgs {
 enum PolicyCmd {
     /// Load a policy, lint it and check its embedded examples.
     Validate { file: PathBuf },
+    /// Print the effective rules of a policy (an overlay: its base's, then its own).
+    Show {
+        file: PathBuf,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Walk one decision: every rule and check that fired, and the strictest, which decides.
+    Explain {
+        file: PathBuf,
+        /// The command, as one shell string.
+        #[arg(long, value_name = "STRING")]
+        shell: String,
+        /// Project root (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Working directory inside the root.
+        #[arg(long, value_name = "SUBDIR")]
+        cwd: Option<String>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -199,6 +226,14 @@ fn main() -> ExitCode {
         None => run(cli.run, &supervisor),
         Some(Command::Check(t)) => check(t),
         Some(Command::Policy(PolicyCmd::Validate { file })) => validate(&file),
+        Some(Command::Policy(PolicyCmd::Show { file, json })) => policy_cli::show(&file, json),
+        Some(Command::Policy(PolicyCmd::Explain {
+            file,
+            shell,
+            root,
+            cwd,
+            json,
+        })) => policy_cli::explain(&file, shell, root, cwd, json),
         Some(Command::Serve(args)) => agent_exec::serve::main(args, supervisor),
         Some(Command::Audit {
             json,
@@ -383,6 +418,7 @@ fn build_failure(e: ServiceError, format: Format) -> i32 {
             format!("--replay {}: {source}", path.display()),
             format,
         ),
+        ServiceError::Policy(e) => fail(ErrorType::PolicyError, e.to_string(), format),
         other => fail(ErrorType::InvalidArguments, other.to_string(), format),
     }
 }
@@ -400,6 +436,9 @@ fn check(t: Target) -> i32 {
     };
     let checker = match Service::builder(policy, root_of(&t)).build_checker() {
         Ok(c) => c,
+        Err(e @ ServiceError::Policy(_)) => {
+            return fail(ErrorType::PolicyError, e.to_string(), Format::Json);
+        }
         Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), Format::Json),
     };
     let mut req = RunRequest::new(command);

@@ -160,6 +160,7 @@ fn story_tells_calls_decisions_and_results_with_optional_colour() {
         read_only: false,
         needs_shell: false,
         injected: Vec::new(),
+        suggestion: None,
     };
     t.policy_decision("c1", &d, false, None);
     t.tool_result(

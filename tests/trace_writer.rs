@@ -30,6 +30,7 @@ fn allow() -> Decision {
         read_only: true,
         needs_shell: false,
         injected: Vec::new(),
+        suggestion: None,
     }
 }
 

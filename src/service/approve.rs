@@ -160,6 +160,7 @@ mod tests {
             read_only: false,
             needs_shell: false,
             injected: Vec::new(),
+            suggestion: None,
         };
         let argv = CommandSpec::Argv(vec!["rm".into(), "a file".into()]);
         let req = ApprovalRequest {
@@ -184,6 +185,7 @@ mod tests {
             read_only: false,
             needs_shell: true,
             injected: Vec::new(),
+            suggestion: None,
         };
         // Erase the line, go up, and print a harmless-looking prompt over
         // the real one; then hide the rest right-to-left.

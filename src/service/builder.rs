@@ -38,6 +38,9 @@ pub enum ServiceError {
     /// The recording to replay could not be loaded (or does not match).
     #[error("replay {path}: {source}")]
     Replay { path: PathBuf, source: TraceError },
+    /// An overlay of the policy is where the run could write it.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
 }
 
 /// Where the service's trace goes.
@@ -192,6 +195,7 @@ impl ServiceBuilder {
     /// sandboxed children (see `Supervisor::init`).
     pub fn build(self, supervisor: &Supervisor) -> Result<Service, ServiceError> {
         let root = canonical_root(&self.root)?;
+        self.policy.check_layers_outside(&root)?;
         let trace = match self.trace {
             Some(target) => Some(open_trace(target, &self.policy)?),
             None => None,
@@ -230,6 +234,7 @@ impl ServiceBuilder {
     /// everything but the policy and the root.
     pub fn build_checker(self) -> Result<Checker, ServiceError> {
         let root = canonical_root(&self.root)?;
+        self.policy.check_layers_outside(&root)?;
         Ok(Checker::new(Arc::new(self.policy), root))
     }
 }

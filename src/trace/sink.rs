@@ -151,6 +151,7 @@ mod tests {
             read_only: true,
             needs_shell: false,
             injected: Vec::new(),
+            suggestion: None,
         };
         sink.tool_call(
             call_id,

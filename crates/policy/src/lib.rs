@@ -75,10 +75,12 @@ use serde::{Deserialize, Serialize};
 
 // Lower modules never use higher ones: `resolve`, `hidden` and `rules` are
 // pure; `engine` indexes the rules; `verdict` combines findings; `state`
-// carries one walk, which `paths`, `builtins`, `wrappers` and `walk` (the
-// top of a decision) extend in that order; `awk` and `tools` (what
-// read-only programs may be given) are pure and used by `walk`; `load`
-// and `lint` build and inspect a `Policy`.
+// carries one walk, which `paths`, `builtins`, `wrappers`, `control`
+// (control flow, `find -exec`) and `walk` (the top of a decision) extend in
+// that order; `suggest` names allowed alternatives for the walk's result;
+// `awk` and `tools` (what read-only programs may be given) are pure and
+// used by `walk`; `load` builds a `Policy`, `overlay` layers additions on
+// one, `lint` and `show` inspect it.
 mod awk;
 mod builtins;
 mod control;
@@ -87,10 +89,13 @@ mod error;
 mod hidden;
 mod lint;
 mod load;
+mod overlay;
 mod paths;
 mod resolve;
 mod rules;
+mod show;
 mod state;
+mod suggest;
 mod tools;
 mod verdict;
 mod walk;
@@ -98,7 +103,9 @@ mod wrappers;
 
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
+pub use overlay::SHIPPED;
 pub use resolve::resolve_program;
+pub use show::RuleView;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
 /// Why a shell string could not be decided: it does not lex.
@@ -222,6 +229,12 @@ pub struct Decision {
     /// [`Decision::command_to_run`]. Empty for most requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injected: Vec<InjectedFlag>,
+    /// When the request is refused or needs approval and another form
+    /// would be allowed: that form, concretely (`git config --get NAME`,
+    /// the subcommands a program's rules allow). `None` when the policy
+    /// knows of none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
 }
 
 /// A flag the policy adds right after a program word: the program's own
@@ -602,6 +615,9 @@ pub struct Policy {
     /// Compiled rules and precomputed lookups. Private, so a `Policy` can
     /// only come out of `load`/`parse` and always has passed its examples.
     engine: engine::Engine,
+    /// The overlays layered on the base policy, in order (see
+    /// [`Policy::layers`]).
+    layers: Vec<overlay::Layer>,
 }
 
 /// What the engine does when a request uses a shell feature it can inspect.

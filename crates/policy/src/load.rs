@@ -56,11 +56,13 @@ fn medium() -> RiskLevel {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RuleFile {
+pub(crate) struct RuleFile {
     id: Spanned<String>,
     action: Verdict,
     risk: RiskLevel,
     reason: String,
+    #[serde(default)]
+    suggestion: Option<String>,
     #[serde(default)]
     program: Option<String>,
     #[serde(default)]
@@ -95,7 +97,7 @@ struct RuleFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ExampleFile {
+pub(crate) struct ExampleFile {
     command: String,
     decision: Verdict,
     #[serde(default)]
@@ -107,29 +109,12 @@ struct ExampleFile {
 }
 
 impl Policy {
-    /// Reads and validates a policy file: every regex compiled, every
-    /// example checked.
-    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let (text, shown) = read(path)?;
-        Policy::parse(&text, &shown)
-    }
-
-    /// `load` for a one-shot CLI: a policy whose exact bytes this exact
-    /// binary has fully loaded before (remembered as a marker in
-    /// `memo_dir`, a directory only the supervisor's user can write) skips
-    /// the example check and compiles its regexes on first use. Anything
-    /// else gets the full load, and a success is remembered.
-    pub fn load_remembering(path: &Path, memo_dir: Option<&Path>) -> Result<Policy, PolicyError> {
-        let (text, shown) = read(path)?;
-        Policy::parse_with(&text, &shown, memo_dir)
-    }
-
     /// Parses and validates policy text; `origin` names it in messages.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
         Policy::parse_with(text, origin, None)
     }
 
-    fn parse_with(
+    pub(crate) fn parse_with(
         text: &str,
         origin: &str,
         memo_dir: Option<&Path>,
@@ -225,6 +210,7 @@ impl Policy {
             description: file.description,
             default_risk: file.default_risk,
             engine,
+            layers: Vec::new(),
         };
         policy.engine.example_count = file.examples.len();
         if remembered {
@@ -242,7 +228,7 @@ impl Policy {
     }
 }
 
-fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
+pub(crate) fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
     let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
     let mut message = e.message().trim().to_string();
     if let Some(span) = e.span() {
@@ -272,7 +258,7 @@ fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> PolicyError {
 
 /// Builds every regex now, so a full load refuses a pattern that parses but
 /// cannot be compiled (over the size limit) instead of failing closed later.
-fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
+pub(crate) fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
     let mut issues = Vec::new();
     for rule in rules {
         for (key, re) in [
@@ -340,7 +326,7 @@ fn remember(marker: &Path) {
 }
 
 /// The file's text and how to name it in messages.
-fn read(path: &Path) -> Result<(String, String), PolicyError> {
+pub(crate) fn read(path: &Path) -> Result<(String, String), PolicyError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
@@ -377,7 +363,7 @@ fn find_key_line(text: &str, key: &str) -> usize {
 
 /// `remembered`: these exact bytes passed a full load before, so the
 /// regexes' syntax is known good and is not parsed again.
-fn compile_rules(
+pub(crate) fn compile_rules(
     lines: &LineIndex,
     files: &[Spanned<RuleFile>],
     remembered: bool,
@@ -510,6 +496,12 @@ fn compile_rule(
         action: r.action,
         risk: r.risk,
         reason: r.reason.trim().to_string(),
+        suggestion: r
+            .suggestion
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
         read_only: r.read_only,
         writes: r.writes,
         programs,
@@ -575,6 +567,12 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
             "only means something together with `options`".into(),
         );
     }
+    if r.action == Verdict::Allow && r.suggestion.is_some() {
+        p.bad(
+            "suggestion",
+            "is offered when the rule refuses; an allow rule never does".into(),
+        );
+    }
     if r.read_only && r.writes != Writes::None {
         p.bad(
             "read_only",
@@ -591,7 +589,7 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
 
 /// Two rules with the very same matcher and different actions leave the
 /// reader guessing which was meant; the engine would let deny win silently.
-fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
+pub(crate) fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
     for (i, a) in rules.iter().enumerate() {
         for b in &rules[i + 1..] {
             if a.action == b.action || a.pattern.is_some() || b.pattern.is_some() {
@@ -633,7 +631,7 @@ fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
     }
 }
 
-fn check_examples(
+pub(crate) fn check_examples(
     policy: &Policy,
     lines: &LineIndex,
     origin: &str,

@@ -103,6 +103,8 @@ pub(crate) struct Rule {
     pub action: Verdict,
     pub risk: RiskLevel,
     pub reason: String,
+    /// An allowed form to offer when this rule refuses.
+    pub suggestion: Option<String>,
     pub read_only: bool,
     pub writes: Writes,
     pub programs: Vec<String>,
@@ -343,6 +345,11 @@ impl RuleSet {
             raw,
             under_root,
         }
+    }
+
+    /// Whether any rule names `program`.
+    pub(crate) fn has_program(&self, program: &str) -> bool {
+        self.by_program.contains_key(program)
     }
 
     /// In the policy's order.

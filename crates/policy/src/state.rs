@@ -109,8 +109,12 @@ impl<'p> Walk<'p> {
     }
 
     pub(crate) fn finish(self, needs_shell: bool) -> Evaluation {
-        self.findings
-            .finish(self.read_only, needs_shell, self.injected)
+        let policy = self.policy;
+        let mut e = self
+            .findings
+            .finish(self.read_only, needs_shell, self.injected);
+        e.suggest(|f| policy.suggestion_for(f));
+        e
     }
 
     /// Makes `span` of `text` the command findings are about, until

@@ -97,9 +97,19 @@ pub struct Evaluation {
     read_only: bool,
     needs_shell: bool,
     injected: Vec<InjectedFlag>,
+    /// For the winner, when it refuses: an allowed alternative.
+    suggestion: Option<String>,
 }
 
 impl Evaluation {
+    /// Sets the winner's alternative (computed once the walk is over).
+    pub(crate) fn suggest(&mut self, make: impl FnOnce(&Finding) -> Option<String>) {
+        self.suggestion = self
+            .winner()
+            .filter(|f| f.verdict != Verdict::Allow)
+            .and_then(make);
+    }
+
     /// In the order the walk met them: raw patterns first, then each simple
     /// command with what is nested in it.
     pub fn findings(&self) -> &[Finding] {
@@ -163,6 +173,7 @@ impl Evaluation {
             read_only: self.read_only,
             needs_shell: self.needs_shell,
             injected: self.injected.clone(),
+            suggestion: self.suggestion.clone(),
         }
     }
 
@@ -176,6 +187,7 @@ impl Evaluation {
             read_only: self.read_only,
             needs_shell: self.needs_shell,
             injected: self.injected.clone(),
+            suggestion: None,
         }
     }
 }
@@ -275,6 +287,7 @@ impl Findings {
             read_only,
             needs_shell,
             injected,
+            suggestion: None,
         }
     }
 }

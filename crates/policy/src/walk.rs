@@ -485,7 +485,21 @@ impl Walk<'_> {
             }
             None => {
                 let default = self.policy.default;
+                // With rules for the program, what is missing is the form:
+                // name it (`git frobnicate`), not the program.
+                let covered = trusted.is_some() && engine.rules.has_program(basename(prog));
                 self.offer_default(|| {
+                    let sub = args
+                        .iter()
+                        .find(|a| !a.value.starts_with('-'))
+                        .filter(|_| covered);
+                    if let Some(sub) = sub {
+                        let reason = format!(
+                            "no rule covers `{prog} {}`; this policy's rules for `{prog}` cover other forms, and its default for the rest is {default}",
+                            sub.raw
+                        );
+                        return (reason, Some(prog.to_string()));
+                    }
                     let why = if trusted.is_none() && !prog.contains('/') {
                         " as it resolves to a program outside the system directories"
                     } else if trusted.is_none() {

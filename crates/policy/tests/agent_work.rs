@@ -252,3 +252,61 @@ fn readonly_and_ci_stay_strict() {
         }
     }
 }
+
+/// A refusal names the form that would be allowed, and an uncovered
+/// subcommand by name.
+#[test]
+fn refusals_teach_the_allowed_form() {
+    let p = project();
+    let policy = code();
+    let ctx = Context {
+        root: &p.root,
+        cwd: &p.root,
+    };
+    let decide = |c: &str| policy.decide(&CommandSpec::Shell(c.into()), &ctx).unwrap();
+
+    let d = decide("git frobnicate --all");
+    assert_eq!((d.verdict, d.rule.as_str()), (R, "default"));
+    assert!(d.reason.contains("`git frobnicate`"), "{}", d.reason);
+    let s = d.suggestion.unwrap_or_default();
+    assert!(
+        s.contains("`git status`") && s.contains("`git commit`"),
+        "{s}"
+    );
+
+    // A program no rule names at all has no forms to offer.
+    let d = decide("terraform apply");
+    assert_eq!(d.verdict, R);
+    assert!(
+        d.reason.contains("no rule covers `terraform`"),
+        "{}",
+        d.reason
+    );
+    assert_eq!(d.suggestion, None);
+
+    for (cmd, rule, hint) in [
+        (
+            "git config user.email a@b",
+            "git-config",
+            "git config --get",
+        ),
+        ("vim src/lib.rs", "editors", "sed -i"),
+        ("pip install flask", "pip", "pip list"),
+        ("chmod 777 run.sh", "chmod-777", "chmod +x"),
+        (
+            "cat /etc/shadow",
+            "builtin:path-escape",
+            "inside the project root",
+        ),
+        ("find . -delete", "builtin:protected-path", "-name"),
+        ("[[ -f x ]]", "builtin:unsupported", "&&"),
+    ] {
+        let d = decide(cmd);
+        assert_eq!(d.rule, rule, "{cmd}: {d:?}");
+        let s = d.suggestion.unwrap_or_default();
+        assert!(s.contains(hint), "{cmd}: {s:?}");
+    }
+
+    // Allowed commands carry none.
+    assert_eq!(decide("git status").suggestion, None);
+}
