@@ -661,6 +661,11 @@ pub struct ShellPolicy {
     /// other; `deny` (the default) and `require_approval` treat them as
     /// `unsupported`.
     pub control_flow: FeatureAction,
+    /// `source FILE` / `. FILE`: `check` lets a file inside the root be
+    /// sourced (`source .venv/bin/activate`); its commands are not seen,
+    /// as with `bash FILE`. `deny` (the default) or `require_approval`
+    /// otherwise.
+    pub source_files: FeatureAction,
     /// Places where bash evaluates a value as code: arithmetic, subscripts
     /// and `${x:off}` offsets that name a variable, `${!x}`, `${x@P}`,
     /// `let`, `declare -i`, and variable names with a computed subscript
@@ -689,6 +694,7 @@ impl Default for ShellPolicy {
             output_redirection: FeatureAction::Check,
             unsupported: FeatureAction::Deny,
             control_flow: FeatureAction::Deny,
+            source_files: FeatureAction::Deny,
             evaluation: FeatureAction::Deny,
             max_nesting: 3,
             deny_assignments: [

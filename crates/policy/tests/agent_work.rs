@@ -158,6 +158,21 @@ fn ordinary_agent_commands_run() {
                 "read-tools",
             ),
             ("! grep -q TODO src/lib.rs", A, "search-tools"),
+            (
+                "source .venv/bin/activate && python -m pytest -q",
+                A,
+                "python",
+            ),
+            (". .venv/bin/activate", A, "builtin:source"),
+            ("node -v && npm -v", A, ""),
+            ("python3 -V", A, "version-query-capital"),
+            ("git worktree list", A, "git-read"),
+            ("sed -i '224r new.py' src/lib.rs", A, "sed-inplace"),
+            (
+                "find . -name __pycache__ -type d -exec rm -rf {} +",
+                A,
+                "find-exec",
+            ),
         ],
     );
 }
@@ -225,6 +240,10 @@ fn negative_controls_stay_refused_with_a_reason() {
             ("GIT_SSH_COMMAND=id git status", D, "builtin:assignment"),
             ("ls /", D, "builtin:path-escape"),
             ("find /etc -name x", D, "builtin:path-escape"),
+            ("source /etc/profile", D, "builtin:path-escape"),
+            ("source $F", D, "builtin:unsafe-builtin"),
+            ("sed -n '5r /etc/shadow' src/lib.rs", D, "sed-exec"),
+            ("git worktree add ../elsewhere", D, "builtin:path-escape"),
         ],
     );
 }
@@ -244,6 +263,7 @@ fn readonly_and_ci_stay_strict() {
             "(cd src && ls)",
             "ls | xargs cat",
             "find . -delete",
+            "source .venv/bin/activate",
         ] {
             let d = policy
                 .decide(&CommandSpec::Shell(cmd.into()), &ctx)
