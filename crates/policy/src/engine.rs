@@ -5,7 +5,11 @@
 use std::path::PathBuf;
 
 use crate::rules::{Rule, RuleSet};
-use crate::{EnvPolicy, SYSTEM_READ_DIRS, SandboxPolicy, ShellPolicy};
+use crate::{EnvPolicy, Namespaces, SYSTEM_READ_DIRS, SandboxPolicy, ShellPolicy};
+
+/// The run's private scratch directories when it has a mount namespace
+/// (the sandbox's list).
+const SCRATCH_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// Everything precomputed at load for a decision.
 #[derive(Debug, Clone)]
@@ -15,9 +19,7 @@ pub(crate) struct Engine {
     pub readable: Vec<PathBuf>,
     /// Areas (besides the root) that may be written.
     pub writable: Vec<PathBuf>,
-    /// The run's own scratch directories ([`crate::SCRATCH_DIRS`]), read
-    /// and written freely unless the root is inside one (then the run
-    /// cannot have that directory to itself).
+    /// The run's private scratch directories, readable and writable.
     pub scratch: Vec<PathBuf>,
     /// Every PATH entry is a system directory, so a bare name needs no
     /// lookup to be trusted (the common case, and the fast one).
@@ -47,9 +49,14 @@ impl Engine {
         extend_areas(&sandbox.read, &mut readable);
         let mut writable = Vec::new();
         extend_areas(&sandbox.write, &mut writable);
+        // Where the run gets a mount namespace these are its own, fresh and
+        // gone with it; where it does not, the kernel refuses the write
+        // (they are not granted), so the policy need not. Kept apart from
+        // `writable`: a PATH entry there is not one the agent can plant a
+        // program in ahead of a run (the run's /tmp is not the host's).
         let mut scratch = Vec::new();
-        if sandbox.namespaces != crate::Namespaces::Off {
-            let dirs: Vec<String> = crate::SCRATCH_DIRS.iter().map(|d| d.to_string()).collect();
+        if sandbox.namespaces != Namespaces::Off && !sandbox.read_only {
+            let dirs: Vec<String> = SCRATCH_DIRS.iter().map(|d| d.to_string()).collect();
             extend_areas(&dirs, &mut scratch);
         }
 

@@ -111,12 +111,6 @@ pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 /// Why a shell string could not be decided: it does not lex.
 pub use agent_exec_lexer::ParseError;
 
-/// Scratch directories: with a per-run mount namespace each run gets its
-/// own, empty, so writing there reaches nothing outside the run. The
-/// policy lets commands name them unless `[sandbox] namespaces = "off"`;
-/// the kernel sandbox must grant the same.
-pub const SCRATCH_DIRS: &[&str] = &["/tmp"];
-
 /// Directories every program needs to read and execute; arguments inside
 /// them are not escapes, and the kernel sandbox grants exactly these (plus
 /// `[sandbox] read`). The one list both layers use, so what the policy

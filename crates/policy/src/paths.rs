@@ -450,12 +450,14 @@ impl Walk<'_> {
                 escape = Some((PathBuf::from(v), "a symlink loop"));
                 break;
             };
-            let scratch = self
-                .engine
-                .scratch
-                .iter()
-                .any(|s| resolved.starts_with(s) && !root.starts_with(s));
-            let inside = resolved.starts_with(root) || scratch;
+            // A scratch directory the root lies beneath stays the host's
+            // (the sandbox does not cover it), so it is no run's own.
+            let inside = resolved.starts_with(root)
+                || self
+                    .engine
+                    .scratch
+                    .iter()
+                    .any(|r| resolved.starts_with(r) && !root.starts_with(r));
             let ok = match access {
                 Access::Read => {
                     inside

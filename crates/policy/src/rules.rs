@@ -73,6 +73,19 @@ impl OptSpec {
         }
     }
 
+    /// Like `matches`, but a short option only on its own or with a glued
+    /// value (`-i`, `-i.bak`), never inside a cluster: whether a letter in
+    /// `-e1e id` is an option depends on which letters take values, which
+    /// is not known here, and an exemption must not be granted by a guess.
+    fn matches_alone(&self, arg: &str) -> bool {
+        match self {
+            OptSpec::Short(c) => arg
+                .strip_prefix('-')
+                .is_some_and(|rest| rest.starts_with(*c)),
+            _ => self.matches(arg),
+        }
+    }
+
     fn matches(&self, arg: &str) -> bool {
         match self {
             OptSpec::Long(opt) => {
@@ -289,9 +302,11 @@ impl Rule {
             m.token = Some(hit.value.as_str());
         }
         if !self.unless_options.is_empty()
-            && args
-                .iter()
-                .any(|a| self.unless_options.iter().any(|o| o.matches(&a.value)))
+            && args.iter().any(|a| {
+                self.unless_options
+                    .iter()
+                    .any(|o| o.matches_alone(&a.value))
+            })
         {
             return None;
         }

@@ -345,8 +345,12 @@ fn wrappers_are_unwrapped_or_refused() {
         ("eval \"$CMD\"", "", D, Some("builtin:unsafe-builtin"), None),
         ("builtin eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
         ("command eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
-        ("source ./env.sh", "", D, Some("builtin:unsafe-builtin"), None),
-        (". ./env.sh", "", D, Some("builtin:unsafe-builtin"), None),
+        // code.toml lets the project's own shell files be sourced
+        // (`source_files = "check"`); anything else stays refused.
+        ("source ./env.sh", "", A, Some("builtin:source"), Some(false)),
+        (". ./env.sh", "", A, Some("builtin:source"), Some(false)),
+        ("source {out}/env.sh", "", D, Some("builtin:path-escape"), None),
+        ("source <(echo ls)", "", D, Some("builtin:unsafe-builtin"), None),
     ];
     run_cases(&code_policy(), &fx, cases);
 }
