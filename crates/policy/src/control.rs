@@ -9,9 +9,11 @@ use std::path::Path;
 
 use agent_exec_lexer::{Role, Script, SimpleCommand, Word};
 
+use crate::builtins::is_shell_only;
 use crate::resolve::resolve_program;
 use crate::rules::Writes;
 use crate::state::{Access, Cwd, Walk, feature_verdict};
+use crate::wrappers::is_wrapper;
 use crate::{FeatureAction, RiskLevel, Verdict};
 
 /// `find` primaries that run a command given by the words up to `;` or `+`.
@@ -88,6 +90,22 @@ impl Walk<'_> {
         // subshell's `cd` does not outlast it and a loop's body repeats.
         // Every directory any `cd` names is then a possible start.
         cwd.uncertain = true;
+        // A function named like a builtin or a wrapper the engine reads
+        // replaces it for the rest of the request, so the engine's reading
+        // of each later use (`cd`, `export`, `env`, `:`) would be wrong.
+        for (name, _) in &script.functions {
+            if is_shell_only(name) || is_wrapper(name) {
+                self.builtin(
+                    Verdict::Deny,
+                    RiskLevel::High,
+                    "builtin:function-name",
+                    format!(
+                        "a function named `{name}` would replace the shell's own `{name}`, which the policy reads by its meaning; give the function another name"
+                    ),
+                    name,
+                );
+            }
+        }
     }
 
     /// Functions of `script` defined before `at` (a byte of the text its
