@@ -100,20 +100,38 @@ _agent__exec() {
             agent__exec__subcmd__help,trace)
                 cmd="agent__exec__subcmd__help__subcmd__trace"
                 ;;
+            agent__exec__subcmd__help__subcmd__policy,explain)
+                cmd="agent__exec__subcmd__help__subcmd__policy__subcmd__explain"
+                ;;
+            agent__exec__subcmd__help__subcmd__policy,show)
+                cmd="agent__exec__subcmd__help__subcmd__policy__subcmd__show"
+                ;;
             agent__exec__subcmd__help__subcmd__policy,validate)
                 cmd="agent__exec__subcmd__help__subcmd__policy__subcmd__validate"
                 ;;
             agent__exec__subcmd__help__subcmd__trace,export)
                 cmd="agent__exec__subcmd__help__subcmd__trace__subcmd__export"
                 ;;
+            agent__exec__subcmd__policy,explain)
+                cmd="agent__exec__subcmd__policy__subcmd__explain"
+                ;;
             agent__exec__subcmd__policy,help)
                 cmd="agent__exec__subcmd__policy__subcmd__help"
+                ;;
+            agent__exec__subcmd__policy,show)
+                cmd="agent__exec__subcmd__policy__subcmd__show"
                 ;;
             agent__exec__subcmd__policy,validate)
                 cmd="agent__exec__subcmd__policy__subcmd__validate"
                 ;;
+            agent__exec__subcmd__policy__subcmd__help,explain)
+                cmd="agent__exec__subcmd__policy__subcmd__help__subcmd__explain"
+                ;;
             agent__exec__subcmd__policy__subcmd__help,help)
                 cmd="agent__exec__subcmd__policy__subcmd__help__subcmd__help"
+                ;;
+            agent__exec__subcmd__policy__subcmd__help,show)
+                cmd="agent__exec__subcmd__policy__subcmd__help__subcmd__show"
                 ;;
             agent__exec__subcmd__policy__subcmd__help,validate)
                 cmd="agent__exec__subcmd__policy__subcmd__help__subcmd__validate"
@@ -497,8 +515,36 @@ _agent__exec() {
             return 0
             ;;
         agent__subcmd__exec__subcmd__help__subcmd__policy)
-            opts="validate"
+            opts="validate show explain"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__help__subcmd__policy__subcmd__explain)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__help__subcmd__policy__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -643,7 +689,7 @@ _agent__exec() {
             return 0
             ;;
         agent__subcmd__exec__subcmd__policy)
-            opts="-h --help validate help"
+            opts="-h --help validate show explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -656,9 +702,49 @@ _agent__exec() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        agent__subcmd__exec__subcmd__policy__subcmd__help)
-            opts="validate help"
+        agent__subcmd__exec__subcmd__policy__subcmd__explain)
+            opts="-h --shell --root --cwd --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --shell)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cwd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__policy__subcmd__help)
+            opts="validate show explain help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__policy__subcmd__help__subcmd__explain)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -684,9 +770,37 @@ _agent__exec() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agent__subcmd__exec__subcmd__policy__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agent__subcmd__exec__subcmd__policy__subcmd__help__subcmd__validate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agent__subcmd__exec__subcmd__policy__subcmd__show)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

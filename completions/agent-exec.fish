@@ -68,11 +68,22 @@ complete -c agent-exec -n "__fish_agent_exec_using_subcommand check" -l root -d 
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand check" -l cwd -d 'Working directory inside the root' -r
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand check" -l shell -d 'Run a command given as one shell string (what agents send)' -r
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand check" -s h -l help -d 'Print help'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate help" -s h -l help -d 'Print help'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate help" -f -a "validate" -d 'Load a policy, lint it and check its embedded examples'
-complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -f -a "validate" -d 'Load a policy, lint it and check its embedded examples'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -f -a "show" -d 'Print the effective rules of a policy (an overlay: its base\'s, then its own)'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -f -a "explain" -d 'Walk one decision: every rule and check that fired, and the strictest, which decides'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from validate" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from show" -l json -d 'As JSON'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l shell -d 'The command, as one shell string' -r
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l root -d 'Project root (default: the current directory)' -r -F
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l cwd -d 'Working directory inside the root' -r
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l json -d 'As JSON'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -s h -l help -d 'Print help'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from help" -f -a "validate" -d 'Load a policy, lint it and check its embedded examples'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print the effective rules of a policy (an overlay: its base\'s, then its own)'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from help" -f -a "explain" -d 'Walk one decision: every rule and check that fired, and the strictest, which decides'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand serve" -l policy -d 'Policy file (TOML); validated before the socket is created' -r -F
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand serve" -l root -d 'Project root the commands run in' -r -F
@@ -146,4 +157,6 @@ complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fi
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "trace" -d 'Trace tools: export to OpenTelemetry'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and not __fish_seen_subcommand_from check policy serve sh mcp audit replay eval approvals approve reject doctor trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and __fish_seen_subcommand_from policy" -f -a "validate" -d 'Load a policy, lint it and check its embedded examples'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and __fish_seen_subcommand_from policy" -f -a "show" -d 'Print the effective rules of a policy (an overlay: its base\'s, then its own)'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and __fish_seen_subcommand_from policy" -f -a "explain" -d 'Walk one decision: every rule and check that fired, and the strictest, which decides'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand help; and __fish_seen_subcommand_from trace" -f -a "export" -d 'Export a trace\'s calls as spans for an observability backend'

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod cli;
+mod policy_cli;
 
 use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::serve::client::{self, NotForwarded};
@@ -35,7 +36,9 @@ Examples:
   agent-exec policy validate policies/code.toml
   agent-exec serve --policy policies/code.toml --root . --socket /run/user/1000/agent-exec.sock
   agent-exec mcp --policy /etc/agent-exec/code.toml --root .     (an MCP server on stdio)
-  AGENT_EXEC_POLICY=/etc/agent-exec/code.toml agent-exec sh -c 'make test'";
+  AGENT_EXEC_POLICY=/etc/agent-exec/code.toml agent-exec sh -c 'make test'
+  agent-exec policy show policies/code.toml
+  agent-exec policy explain policies/code.toml --shell 'for f in *.py; do wc -l \"$f\"; done'";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -252,6 +255,33 @@ enum PolicyCmd {
         /// Policy file (TOML).
         file: PathBuf,
     },
+    /// Print the effective rules of a policy (an overlay: its base's, then its own).
+    #[command(after_help = cli::examples::POLICY_SHOW)]
+    Show {
+        /// Policy file (TOML).
+        file: PathBuf,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Walk one decision: every rule and check that fired, and the strictest, which decides.
+    #[command(after_help = cli::examples::POLICY_EXPLAIN)]
+    Explain {
+        /// Policy file (TOML).
+        file: PathBuf,
+        /// The command, as one shell string.
+        #[arg(long, value_name = "STRING")]
+        shell: String,
+        /// Project root (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Working directory inside the root.
+        #[arg(long, value_name = "SUBDIR")]
+        cwd: Option<String>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -284,6 +314,14 @@ fn main() -> ExitCode {
     let code = match command {
         Command::Check(t) => check(t),
         Command::Policy(PolicyCmd::Validate { file }) => validate(&file),
+        Command::Policy(PolicyCmd::Show { file, json }) => policy_cli::show(&file, json),
+        Command::Policy(PolicyCmd::Explain {
+            file,
+            shell,
+            root,
+            cwd,
+            json,
+        }) => policy_cli::explain(&file, shell, root, cwd, json),
         Command::Serve(args) => agent_exec::serve::main(args, supervisor),
         Command::Sh { args } => agent_exec::sh::main(&args, &supervisor),
         Command::Mcp(args) => agent_exec::mcp::main(args, &supervisor),
@@ -556,6 +594,7 @@ fn build_failure(e: ServiceError, format: Format) -> i32 {
             format!("--replay {}: {source}", path.display()),
             format,
         ),
+        ServiceError::Policy(e) => fail(ErrorType::PolicyError, e.to_string(), format),
         other => fail(ErrorType::InvalidArguments, other.to_string(), format),
     }
 }
@@ -573,6 +612,9 @@ fn check(t: Target) -> i32 {
     };
     let checker = match Service::builder(policy, root_of(&t)).build_checker() {
         Ok(c) => c,
+        Err(e @ ServiceError::Policy(_)) => {
+            return fail(ErrorType::PolicyError, e.to_string(), Format::Json);
+        }
         Err(e) => return fail(ErrorType::InvalidArguments, e.to_string(), Format::Json),
     };
     let mut req = RunRequest::new(command);

@@ -161,6 +161,7 @@ fn story_tells_calls_decisions_and_results_with_optional_colour() {
         needs_shell: false,
         needs_key: false,
         injected: Vec::new(),
+        suggestion: None,
     };
     t.policy_decision("c1", &d, false, None);
     t.tool_result(

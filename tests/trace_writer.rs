@@ -31,6 +31,7 @@ fn allow() -> Decision {
         needs_shell: false,
         needs_key: false,
         injected: Vec::new(),
+        suggestion: None,
     }
 }
 

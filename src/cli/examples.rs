@@ -107,3 +107,20 @@ APPROVAL_REJECTED.
 
 Examples:
   agent-exec reject --state ~/.local/state/agent-exec ap-5e8b164196e72b0c";
+
+pub const POLICY_SHOW: &str = "\
+Prints every rule in the order they are checked, the base policy's first
+and then each overlay's (extends = \"code\" or a path), with the file each
+came from. Exit 0 when the policy loads, 125 otherwise.
+
+Examples:
+  agent-exec policy show policies/code.toml
+  agent-exec policy show --json policies/ci.toml";
+
+pub const POLICY_EXPLAIN: &str = "\
+Every finding of one decision (rules, builtin checks, path checks), the
+superseded ones marked, and the strictest, which decides. Runs nothing.
+
+Examples:
+  agent-exec policy explain policies/code.toml --shell 'git checkout -- src/lib.rs'
+  agent-exec policy explain policies/code.toml --shell 'find . -name \"*.pyc\" -delete' --json";

@@ -154,6 +154,7 @@ mod tests {
             needs_shell: true,
             injected: Vec::new(),
             needs_key: false,
+            suggestion: None,
         };
         let cmd = CommandSpec::Shell("rm -rf x\u{200b} # \r\x1b[1Acat README.md".into());
         let req = ApprovalRequest {
@@ -185,6 +186,7 @@ mod tests {
             needs_shell: false,
             injected: Vec::new(),
             needs_key: false,
+            suggestion: None,
         };
         let cmd = CommandSpec::Argv(vec!["true".into()]);
         let req = ApprovalRequest {

@@ -169,6 +169,7 @@ mod tests {
             needs_shell: false,
             needs_key: false,
             injected: Vec::new(),
+            suggestion: None,
         };
         let argv = CommandSpec::Argv(vec!["rm".into(), "a file".into()]);
         let req = ApprovalRequest {
@@ -194,6 +195,7 @@ mod tests {
             needs_shell: true,
             needs_key: false,
             injected: Vec::new(),
+            suggestion: None,
         };
         // Erase the line, go up, and print a harmless-looking prompt over
         // the real one; then hide the rest right-to-left.

@@ -46,6 +46,9 @@ pub enum ServiceError {
         "state directory {state} is inside the project root {root}: commands could rewrite the approvals and policy amendments kept there; use a directory outside the root"
     )]
     StateInsideRoot { state: PathBuf, root: PathBuf },
+    /// An overlay of the policy is where the run could write it.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
 }
 
 /// Where the service's trace goes.
@@ -235,6 +238,7 @@ impl ServiceBuilder {
     /// sandboxed children (see `Supervisor::init`).
     pub fn build(self, supervisor: &Supervisor) -> Result<Service, ServiceError> {
         let root = canonical_root(&self.root)?;
+        self.policy.check_layers_outside(&root)?;
         let trace = match self.trace {
             Some(target) => Some(open_trace(target, &self.policy)?),
             None => None,
@@ -306,6 +310,7 @@ impl ServiceBuilder {
     /// everything but the policy and the root.
     pub fn build_checker(self) -> Result<Checker, ServiceError> {
         let root = canonical_root(&self.root)?;
+        self.policy.check_layers_outside(&root)?;
         Ok(Checker::new(Arc::new(self.policy), root))
     }
 }

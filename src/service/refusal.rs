@@ -292,6 +292,17 @@ pub(crate) fn apply_decision(r: &mut ToolResult, d: &Decision) {
         r.decided_by = d.token.clone();
     }
     r.approval_required = d.verdict == Verdict::RequireApproval;
+    // A refusal the policy knows another form for teaches that form, and
+    // another form working is what makes it recoverable.
+    if let Some(s) = &d.suggestion
+        && matches!(
+            r.error_type,
+            Some(ErrorType::PermissionDenied | ErrorType::ApprovalRequired)
+        )
+    {
+        r.suggestion = Some(format!("{s}."));
+        r.recoverable = true;
+    }
 }
 
 #[cfg(test)]
@@ -310,7 +321,40 @@ mod tests {
             needs_shell: false,
             needs_key: false,
             injected: Vec::new(),
+            suggestion: None,
         }
+    }
+
+    #[test]
+    fn a_refusal_with_an_alternative_teaches_it_and_is_recoverable() {
+        let mut d = decision(Verdict::RequireApproval);
+        let plain = Refusal::NotApproved {
+            asked: false,
+            answer: None,
+            reason: "x".into(),
+        }
+        .into_result("c", Some(&d));
+        assert!(!plain.recoverable);
+        d.suggestion = Some("allowed forms of `git`: `git status`".into());
+        let taught = Refusal::NotApproved {
+            asked: false,
+            answer: None,
+            reason: "x".into(),
+        }
+        .into_result("c", Some(&d));
+        assert!(taught.recoverable);
+        assert_eq!(
+            taught.suggestion.as_deref(),
+            Some("allowed forms of `git`: `git status`.")
+        );
+        assert_eq!(taught.error_type, Some(ErrorType::ApprovalRequired));
+        // A failure of the run itself keeps its own advice.
+        let mut ran = ToolResult::refusal("c", ErrorType::NonzeroExit, "exit 1");
+        apply_decision(&mut ran, &d);
+        assert_eq!(
+            ran.suggestion.as_deref(),
+            Some(ErrorType::NonzeroExit.suggestion())
+        );
     }
 
     #[test]

@@ -169,6 +169,7 @@ mod tests {
             needs_shell: false,
             needs_key: false,
             injected: Vec::new(),
+            suggestion: None,
         };
         sink.tool_call(
             call_id,

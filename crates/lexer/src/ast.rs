@@ -110,6 +110,24 @@ pub struct Redirect {
     pub heredoc: Option<String>,
 }
 
+/// What the words of a [`SimpleCommand`] are to the shell. Most are a
+/// command; the header of a `for` loop and the subject and patterns of a
+/// `case` are lexed the same way (so their substitutions are visible) but
+/// run nothing themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum Role {
+    /// A command: program first, then its arguments.
+    #[default]
+    Command,
+    /// `NAME [in WORD...]` of a `for` (or `select`) loop: the loop variable,
+    /// then, after `in`, the words it takes in turn.
+    LoopHeader,
+    /// `case` subject words, `in`, and the patterns of one branch (or only
+    /// the patterns of a later branch): matched, never run.
+    CasePattern,
+}
+
 /// A simple command: assignments, words, redirections.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SimpleCommand {
@@ -123,6 +141,8 @@ pub struct SimpleCommand {
     pub joined_by: Option<Operator>,
     /// From its first word or redirection to its last.
     pub span: Span,
+    /// Whether the words are a command or a loop header or case patterns.
+    pub role: Role,
 }
 
 /// A whole request. `needs_shell` is false only for exactly one simple
@@ -132,10 +152,21 @@ pub struct Script {
     /// In the order written, each with the operator joining it to the one
     /// before.
     pub commands: Vec<SimpleCommand>,
-    /// Grouping (`( )`, `{ }`), control flow keywords (`if`, `for`, `while`,
-    /// `case`, functions) that the policy cannot follow. Presence is noted so
-    /// the policy can refuse them.
+    /// Constructs the policy cannot follow command by command: `select`,
+    /// `coproc`, `[[ ]]`, `(( ))`, arithmetic `for ((..))` and stray
+    /// keywords. Presence is noted so the policy can refuse them.
     pub unsupported: Vec<(String, Span)>,
+    /// Grouping and control flow whose every command is in `commands`:
+    /// subshells `( )`, groups `{ }`, `if`, `for`, `while`, `until`,
+    /// `case`, `!` and function definitions (`function`). A policy may
+    /// check each command, knowing the order of `commands` is the order
+    /// written, not necessarily the order run (a loop repeats, a branch may
+    /// be skipped, a subshell's `cd` does not outlast it).
+    pub control: Vec<(String, Span)>,
+    /// Functions the script defines, by name, each with where its
+    /// definition starts; calls to them are in `commands` as ordinary
+    /// commands.
+    pub functions: Vec<(String, Span)>,
     /// False only for one plain command that can be exec'd as its words.
     pub needs_shell: bool,
     /// The operator after the last command when nothing follows it: `;`

@@ -50,7 +50,9 @@ mod scanner;
 mod script;
 mod word;
 
-pub use ast::{Features, Operator, Redirect, RedirectKind, Script, SimpleCommand, Span, Word};
+pub use ast::{
+    Features, Operator, Redirect, RedirectKind, Role, Script, SimpleCommand, Span, Word,
+};
 pub use error::ParseError;
 
 /// Where the shell whose grammar this lexer follows (bash) is looked up, in
@@ -67,7 +69,7 @@ pub const MAX_DEPTH: usize = 32;
 /// or is listed in [`Script::unsupported`]; what bash rejects is an error.
 pub fn lex(input: &str) -> Result<Script, ParseError> {
     let script = scanner::Lexer::new(input).script(scanner::Term::Eof)?;
-    if script.commands.is_empty() && script.unsupported.is_empty() {
+    if script.commands.is_empty() && script.unsupported.is_empty() && script.control.is_empty() {
         return Err(ParseError::Empty);
     }
     Ok(script)

@@ -3,7 +3,9 @@
 //! commands, joins them with operators, and notes the constructs the
 //! policy cannot follow (groups, control flow, functions).
 
-use crate::ast::{Features, Operator, Redirect, RedirectKind, Script, SimpleCommand, Span, Word};
+use crate::ast::{
+    Features, Operator, Redirect, RedirectKind, Role, Script, SimpleCommand, Span, Word,
+};
 use crate::error::ParseError;
 use crate::scanner::{Lexer, Term};
 use crate::word::{WordBuf, is_assignment};
@@ -58,6 +60,13 @@ enum Open {
 pub(crate) struct Builder {
     pub(crate) commands: Vec<SimpleCommand>,
     unsupported: Vec<(String, Span)>,
+    control: Vec<(String, Span)>,
+    functions: Vec<(String, Span)>,
+    /// The role of the next command finished (a loop header after `for`).
+    role_next: Role,
+    /// Inside a `case`, between `in` or `;;` and the `)` ending a branch's
+    /// patterns: `|` separates patterns and a leading `(` is optional.
+    in_pattern: bool,
     pub(crate) cur: Cmd,
     /// The operator seen before `cur`.
     pending_op: Option<Operator>,
@@ -86,6 +95,9 @@ impl Builder {
 const KEYWORD_OPENERS: &[&str] = &[
     "if", "for", "while", "until", "case", "select", "function", "coproc", "!", "[[",
 ];
+/// Openers whose every part is an ordinary command (or a loop header or
+/// case patterns, marked by their role): listed in `Script::control`.
+const FOLLOWABLE: &[&str] = &["if", "for", "while", "until", "case", "function", "!"];
 const KEYWORD_OTHERS: &[&str] = &[
     "then", "elif", "else", "fi", "do", "done", "esac", "in", "]]",
 ];
@@ -126,6 +138,7 @@ impl Builder {
         let needs_shell = match self.commands.as_slice() {
             [c] => {
                 !self.unsupported.is_empty()
+                    || !self.control.is_empty()
                     || terminator == Some(Operator::Background)
                     || !c.assignments.is_empty()
                     || !c.redirects.is_empty()
@@ -139,6 +152,8 @@ impl Builder {
         Ok(Script {
             commands: self.commands,
             unsupported: self.unsupported,
+            control: self.control,
+            functions: self.functions,
             needs_shell,
             terminator,
         })
@@ -220,6 +235,8 @@ impl Lexer<'_> {
             self.finish(b);
             b.keyword_seen();
             b.pending_op = Some(Operator::Seq);
+            b.in_pattern = true;
+            b.role_next = Role::CasePattern;
             return Ok(());
         }
         self.pos += 1;
@@ -254,6 +271,11 @@ impl Lexer<'_> {
                 }
                 self.operator(b, Operator::Pipe, "|&", p)
             }
+            // Between case patterns, `|` means "or", not a pipe.
+            _ if b.in_pattern && b.open.last().map(|o| o.0) == Some(Open::Case) => {
+                self.pos += 1;
+                Ok(())
+            }
             _ => {
                 self.pos += 1;
                 self.operator(b, Operator::Pipe, "|", p)
@@ -272,9 +294,12 @@ impl Lexer<'_> {
             }
             Some(Open::Case) => {
                 // The end of a case pattern; what precedes it stays
-                // a command so its substitutions are still seen.
+                // a (pattern) command so its substitutions are still seen.
                 self.pos += 1;
+                b.role_next = Role::CasePattern;
                 self.finish(b);
+                b.role_next = Role::Command;
+                b.in_pattern = false;
                 b.keyword_seen();
                 b.pending_op = Some(Operator::Seq);
             }
@@ -314,6 +339,7 @@ impl Lexer<'_> {
             return;
         }
         let cmd = std::mem::take(&mut b.cur);
+        let role = std::mem::take(&mut b.role_next);
         let start = cmd.start.unwrap_or(cmd.end);
         // A command after a keyword or a closed group with no operator of
         // its own (`then ls`, `a) ls`) follows in sequence.
@@ -331,6 +357,7 @@ impl Lexer<'_> {
                 start,
                 end: cmd.end,
             },
+            role,
         });
         b.need = None;
         b.after_keyword = false;
@@ -367,13 +394,24 @@ impl Lexer<'_> {
         b.keyword_seen();
     }
 
+    fn control(&self, b: &mut Builder, what: &str, start: usize, end: usize) {
+        let span = self.span(start, end);
+        b.control.push((what.to_string(), span));
+        b.keyword_seen();
+    }
+
     fn open_paren(&mut self, b: &mut Builder, p: usize) -> Result<(), ParseError> {
         if b.cur.is_empty() {
+            if b.in_pattern && b.open.last().map(|o| o.0) == Some(Open::Case) {
+                // The optional `(` before a case branch's patterns.
+                self.pos += 1;
+                return Ok(());
+            }
             if self.at(p + 1) == Some(b'(') {
                 return self.arith_command(b, p);
             }
             self.pos += 1;
-            self.unsupported(b, "(", p, p + 1);
+            self.control(b, "(", p, p + 1);
             b.open.push((Open::Paren, self.orig(p)));
             return Ok(());
         }
@@ -385,13 +423,16 @@ impl Lexer<'_> {
             }
             if self.at(q) == Some(b')') {
                 let start = b.cur.words.first().map_or(self.orig(p), |w| w.span.start);
-                b.cur = Cmd::default();
+                let name = std::mem::take(&mut b.cur).words.pop();
                 self.pos = q + 1;
                 let span = Span {
                     start,
                     end: self.orig_end(q + 1),
                 };
-                b.unsupported.push(("function".to_string(), span));
+                if let Some(name) = name {
+                    b.functions.push((name.value, span));
+                }
+                b.control.push(("function".to_string(), span));
                 b.keyword_seen();
                 return Ok(());
             }
@@ -409,6 +450,8 @@ impl Lexer<'_> {
     /// kept as one word so substitutions inside it remain visible.
     fn arith_command(&mut self, b: &mut Builder, p: usize) -> Result<(), ParseError> {
         self.unsupported(b, "((", p, p + 2);
+        // `for ((..))` has no loop variable: the word is no header.
+        b.role_next = Role::Command;
         let mut w = WordBuf::default();
         self.arithmetic(&mut w, p, p + 2, false)?;
         w.value = self.src[p..self.pos].to_vec();
@@ -424,6 +467,8 @@ impl Lexer<'_> {
         if b.fn_name {
             // `function name [()]`: the name is not a command.
             b.fn_name = false;
+            let span = self.span(start, self.pos);
+            b.functions.push((w.value, span));
             let mut q = self.pos;
             while matches!(self.at(q), Some(b' ' | b'\t')) {
                 q += 1;
@@ -445,7 +490,7 @@ impl Lexer<'_> {
             let end = self.pos;
             match v {
                 "{" => {
-                    self.unsupported(b, "{", start, end);
+                    self.control(b, "{", start, end);
                     b.open.push((Open::Brace, self.orig(start)));
                     return Ok(());
                 }
@@ -460,15 +505,26 @@ impl Lexer<'_> {
                 }
                 "esac" if b.open.last().map(|o| o.0) == Some(Open::Case) => {
                     b.open.pop();
+                    b.in_pattern = false;
+                    b.role_next = Role::Command;
                     b.keyword_seen();
                     return Ok(());
                 }
                 _ => {}
             }
             if KEYWORD_OPENERS.contains(&v) {
-                self.unsupported(b, v, start, end);
+                if FOLLOWABLE.contains(&v) {
+                    self.control(b, v, start, end);
+                } else {
+                    self.unsupported(b, v, start, end);
+                }
                 match v {
-                    "case" => b.open.push((Open::Case, self.orig(start))),
+                    "for" | "select" => b.role_next = Role::LoopHeader,
+                    "case" => {
+                        b.open.push((Open::Case, self.orig(start)));
+                        b.in_pattern = true;
+                        b.role_next = Role::CasePattern;
+                    }
                     "function" => b.fn_name = true,
                     _ => {}
                 }
@@ -477,7 +533,7 @@ impl Lexer<'_> {
             if KEYWORD_OTHERS.contains(&v) {
                 // Only a stray one needs recording: with its opener, the
                 // construct is already listed.
-                if b.unsupported.is_empty() {
+                if b.unsupported.is_empty() && b.control.is_empty() {
                     self.unsupported(b, v, start, end);
                 } else {
                     b.keyword_seen();

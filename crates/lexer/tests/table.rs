@@ -3,7 +3,7 @@
 //! redirections, features, substitutions and `needs_shell` at once.
 
 use agent_exec_lexer::{
-    Features, MAX_DEPTH, Operator, ParseError, Redirect, RedirectKind, Script, Word, lex,
+    Features, MAX_DEPTH, Operator, ParseError, Redirect, RedirectKind, Role, Script, Word, lex,
 };
 
 /// Feature letters in a fixed order: q quoted, c command substitution,
@@ -109,7 +109,20 @@ fn render(s: &Script) -> String {
             .chain(c.words.iter().map(word))
             .chain(c.redirects.iter().map(redirect))
             .collect();
+        match c.role {
+            Role::LoopHeader => out.push_str("for:"),
+            Role::CasePattern => out.push_str("pat:"),
+            _ => {}
+        }
         out.push_str(&parts.join(" "));
+    }
+    if !s.control.is_empty() {
+        let names: Vec<&str> = s.control.iter().map(|(n, _)| n.as_str()).collect();
+        out.push_str(&format!(" ~~{}", names.join(",")));
+    }
+    if !s.functions.is_empty() {
+        let names: Vec<&str> = s.functions.iter().map(|(n, _)| n.as_str()).collect();
+        out.push_str(&format!(" fn={}", names.join(",")));
     }
     if !s.unsupported.is_empty() {
         let names: Vec<&str> = s.unsupported.iter().map(|(n, _)| n.as_str()).collect();
@@ -288,48 +301,48 @@ fn unsupported() {
     check(&[
         (
             "echo $( (cd x; ls) )",
-            "echo «$( (cd x; ls) )»@c{cd x ; ls !!( [sh]} [sh]",
+            "echo «$( (cd x; ls) )»@c{cd x ; ls ~~( [sh]} [sh]",
         ),
-        ("if true; then ls; fi", "true ; ls !!if [sh]"),
+        ("if true; then ls; fi", "true ; ls ~~if [sh]"),
         (
             "for f in a b; do echo $f; done",
-            "f in a b ; echo $f@v !!for [sh]",
+            "for:f in a b ; echo $f@v ~~for [sh]",
         ),
-        ("while true; do ls; done", "true ; ls !!while [sh]"),
-        ("until false; do ls; done", "false ; ls !!until [sh]"),
+        ("while true; do ls; done", "true ; ls ~~while [sh]"),
+        ("until false; do ls; done", "false ; ls ~~until [sh]"),
         (
             "case $x in a) ls;; b|c) pwd;; esac",
-            "$x@v in a ; ls ; b | c ; pwd !!case [sh]",
+            "pat:$x@v in a ; ls ; pat:b c ; pwd ~~case [sh]",
         ),
         (
             "select x in a b; do ls; done",
-            "x in a b ; ls !!select [sh]",
+            "for:x in a b ; ls !!select [sh]",
         ),
-        ("(cd x && ls) | wc", "cd x && ls | wc !!( [sh]"),
-        ("( ls )", "ls !!( [sh]"),
-        ("{ ls; pwd; } > out", "ls ; pwd ; >out !!{ [sh]"),
-        ("f() { ls; }", "ls !!function,{ [sh]"),
-        ("function g { ls; }", "ls !!function,{ [sh]"),
-        ("function h() { ls; }", "ls !!function,{ [sh]"),
-        ("! ls", "ls !!! [sh]"),
+        ("(cd x && ls) | wc", "cd x && ls | wc ~~( [sh]"),
+        ("( ls )", "ls ~~( [sh]"),
+        ("{ ls; pwd; } > out", "ls ; pwd ; >out ~~{ [sh]"),
+        ("f() { ls; }", "ls ~~function,{ fn=f [sh]"),
+        ("function g { ls; }", "ls ~~function,{ fn=g [sh]"),
+        ("function h() { ls; }", "ls ~~function,{ fn=h [sh]"),
+        ("! ls", "ls ~~! [sh]"),
         ("[[ -f x ]] && ls", "-f x ]] && ls !![[ [sh]"),
         ("(( x = 1 + 2 ))", "«(( x = 1 + 2 ))»@a !!(( [sh]"),
         ("coproc ls", "ls !!coproc [sh]"),
         ("ls; fi", "ls !!fi [sh]"),
         (
             "echo $(if x; then y; fi)",
-            "echo «$(if x; then y; fi)»@c{x ; y !!if [sh]} [sh]",
+            "echo «$(if x; then y; fi)»@c{x ; y ~~if [sh]} [sh]",
         ),
         ("(( $(id) ))", "«(( $(id) ))»@ca{id} !!(( [sh]"),
         (
             "echo $(case x in a) echo y;; esac)",
-            "echo «$(case x in a) echo y;; esac)»@c{x in a ; echo y !!case [sh]} [sh]",
+            "echo «$(case x in a) echo y;; esac)»@c{pat:x in a ; echo y ~~case [sh]} [sh]",
         ),
-        ("{ ls; } 2>&1", "ls ; 2>&1 !!{ [sh]"),
+        ("{ ls; } 2>&1", "ls ; 2>&1 ~~{ [sh]"),
         ("}", " !!} [sh]"),
-        ("ls | { wc; }", "ls | wc !!{ [sh]"),
-        ("f () { ls; }", "ls !!function,{ [sh]"),
-        ("f ( )", " !!function [sh]"),
+        ("ls | { wc; }", "ls | wc ~~{ [sh]"),
+        ("f () { ls; }", "ls ~~function,{ fn=f [sh]"),
+        ("f ( )", " ~~function fn=f [sh]"),
     ]);
 }
 
@@ -727,15 +740,106 @@ fn spans_inside_substitutions_point_into_the_request() {
 }
 
 #[test]
-fn unsupported_constructs_carry_their_spans() {
-    let input = "ls && if true; then f() { :; }; fi";
+fn constructs_carry_their_spans() {
+    let input = "ls && if true; then f() { :; }; fi; [[ -f x ]]";
     let s = lex(input).unwrap();
-    let names: Vec<(&str, &str)> = s
-        .unsupported
-        .iter()
-        .map(|(n, sp)| (n.as_str(), &input[sp.start..sp.end]))
-        .collect();
-    assert_eq!(names, [("if", "if"), ("function", "f()"), ("{", "{")]);
+    let spans = |list: &[(String, agent_exec_lexer::Span)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, sp)| (n.clone(), input[sp.start..sp.end].to_string()))
+            .collect()
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        spans(&s.control),
+        [pair("if", "if"), pair("function", "f()"), pair("{", "{")]
+    );
+    assert_eq!(spans(&s.functions), [pair("f", "f()")]);
+    assert_eq!(spans(&s.unsupported), [pair("[[", "[[")]);
+    let named = lex("function g { :; }").unwrap();
+    let g = &named.functions[0];
+    assert_eq!(
+        (g.0.as_str(), &"function g { :; }"[g.1.start..g.1.end]),
+        ("g", "g")
+    );
+}
+
+/// Bash itself says which words of a `for` header and a `case` it runs:
+/// with `set -x`, a traced line is printed for every command run, never
+/// for a loop header or a pattern. The lexer's roles must agree.
+#[test]
+fn roles_agree_with_bash() {
+    let cases = [
+        "for f in a b; do echo $f; done",
+        "for f in a b\ndo echo $f\ndone",
+        "case x in a|b) echo no;; (x) echo yes;; esac",
+        "case x in\n  a) echo no ;;\n  x|y) echo yes ;;\nesac",
+        "if false; then echo a; elif false; then echo b; else echo c; fi",
+        "while false; do echo x; done; until true; do echo y; done; echo z",
+        "(echo a; echo b) | cat; { echo c; }",
+        "f() { echo in-f; }; f",
+        "! false && echo ok",
+    ];
+    for input in cases {
+        let input = input.replace("\\n", "\n");
+        let s = lex(&input).unwrap();
+        let mut programs: Vec<String> = s
+            .commands
+            .iter()
+            .filter(|c| c.role == Role::Command)
+            .filter_map(|c| c.words.first().map(|w| w.value.clone()))
+            .collect();
+        programs.sort();
+        programs.dedup();
+        let out = std::process::Command::new("bash")
+            .args(["-c", &format!("set -x\n{input}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{input:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let mut traced = Vec::new();
+        for line in stderr.lines() {
+            let line = line.trim_start_matches('+').trim();
+            // Bash traces a loop header and a case subject as such: the
+            // lexer must show them as non-commands with the same words.
+            if let Some(header) = line.strip_prefix("for ") {
+                let ours: Vec<String> = s
+                    .commands
+                    .iter()
+                    .filter(|c| c.role == Role::LoopHeader)
+                    .map(|c| {
+                        c.words
+                            .iter()
+                            .map(|w| w.value.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect();
+                assert!(
+                    ours.iter().any(|o| o == header),
+                    "{input:?}: {header:?} vs {ours:?}"
+                );
+            } else if let Some(subject) = line.strip_prefix("case ") {
+                let first = s.commands.iter().find(|c| c.role == Role::CasePattern);
+                let words: Vec<&str> = first.map_or(Vec::new(), |c| {
+                    c.words.iter().map(|w| w.value.as_str()).collect()
+                });
+                assert!(
+                    words.join(" ").starts_with(subject),
+                    "{input:?}: {subject:?} vs {words:?}"
+                );
+            } else if let Some(program) = line.split_whitespace().next() {
+                traced.push(program.to_string());
+            }
+        }
+        // Every command bash ran is one the lexer shows as a command
+        // (a branch not taken is a command bash did not run).
+        // The cases run every command at least once: the lexer's commands
+        // are exactly the programs bash ran (no pattern or header among
+        // them, none missing).
+        traced.sort();
+        traced.dedup();
+        assert_eq!(programs, traced, "{input:?}");
+    }
 }
 
 #[test]
@@ -813,7 +917,7 @@ fn realistic() {
         ("echo $((RANDOM % 10))", "echo «$((RANDOM % 10))»@a [sh]"),
         (
             "for f in *.rs; do wc -l \"$f\"; done",
-            "f in *.rs@g ; wc -l $f@qv !!for [sh]",
+            "for:f in *.rs@g ; wc -l $f@qv ~~for [sh]",
         ),
         (
             "test -f x && echo yes || echo no",

@@ -12,7 +12,7 @@ use crate::hidden;
 use crate::paths::path_like;
 use crate::resolve::resolve_path;
 use crate::state::{Access, Cwd, Walk, feature_verdict, has_expansion};
-use crate::{RiskLevel, Verdict};
+use crate::{FeatureAction, RiskLevel, Verdict};
 
 /// Shell builtins that only change the shell's own state; allowed once
 /// their arguments (variable names, paths) pass.
@@ -152,6 +152,9 @@ impl Walk<'_> {
                 "`popd` cannot be followed; `cd` to an explicit directory inside the root".into(),
                 prog,
             ),
+            "source" | "." if self.policy.shell.source_files == FeatureAction::Check => {
+                self.source_file(prog, args, cwd);
+            }
             "eval" | "source" | "." | "compgen" => {
                 let reason = match prog {
                     "eval" => {
@@ -191,6 +194,50 @@ impl Walk<'_> {
             _ => return false,
         }
         true
+    }
+
+    /// `source FILE` where the policy lets a project's own shell files be
+    /// sourced (`source .venv/bin/activate`): the file must be a literal
+    /// path inside the root. What it runs and defines is not seen, like a
+    /// script run by `bash FILE`; the kernel sandbox bounds it.
+    fn source_file(&mut self, prog: &str, args: &[Word], cwd: &Cwd) {
+        self.read_only = false;
+        let file = args
+            .iter()
+            .find(|a| !a.value.starts_with('-') || a.value == "-");
+        let Some(file) = file.filter(|f| !has_expansion(&f.features) && !f.features.glob) else {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:unsafe-builtin",
+                format!("`{prog}` needs a literal file inside the project root"),
+                prog,
+            );
+            return;
+        };
+        let inside = self.bases(cwd).all(|b| {
+            resolve_path(b, Path::new(&file.value)).is_some_and(|p| p.starts_with(self.ctx.root))
+        });
+        if !inside {
+            self.builtin(
+                Verdict::Deny,
+                RiskLevel::High,
+                "builtin:path-escape",
+                format!(
+                    "`{prog} {}`: only the project's own files may be sourced",
+                    file.raw
+                ),
+                &file.raw,
+            );
+            return;
+        }
+        self.offer_weak(|| {
+            (
+                "builtin:source".into(),
+                "sources a shell file of the project (its commands are not seen; the kernel sandbox bounds them)".into(),
+                Some(file.raw.clone()),
+            )
+        });
     }
 
     /// Bash would evaluate a value as code here (see `hidden`).

@@ -29,6 +29,8 @@ pub(crate) struct Engine {
     pub home: Option<PathBuf>,
     /// `(name, is_prefix)` from `[shell] deny_assignments`.
     deny_assign: Vec<(String, bool)>,
+    /// `[shell] allow_assignments`: exact names exempt from the above.
+    allow_assign: Vec<String>,
     /// `[env] secret_pattern`, case-insensitive: names of variables whose
     /// values never reach the child or a trace.
     pub secret_names: regex_lite::Regex,
@@ -97,6 +99,7 @@ impl Engine {
             path_entries,
             home,
             deny_assign,
+            allow_assign: shell.allow_assignments.clone(),
             secret_names,
             example_count: 0,
         }
@@ -104,6 +107,9 @@ impl Engine {
 
     /// Whether `[shell] deny_assignments` forbids setting `name`.
     pub(crate) fn denied_name(&self, name: &str) -> bool {
+        if self.allow_assign.iter().any(|a| a == name) {
+            return false;
+        }
         self.deny_assign.iter().any(|(n, prefix)| {
             if *prefix {
                 name.starts_with(n.as_str())

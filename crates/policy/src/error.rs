@@ -76,6 +76,29 @@ pub enum PolicyError {
         /// In file order.
         issues: Vec<Issue>,
     },
+    /// An overlay (a file with `extends`), or the policy it extends, is
+    /// in a place the sandboxed child could write (or another user could):
+    /// loading it would let the run rewrite its own rules.
+    #[error(
+        "overlay {path}: {why}; keep overlays in a directory only root or this supervisor's user can write, outside the project root"
+    )]
+    UnsafeOverlay {
+        /// The file, or the directory on its path, that is not safe.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// `extends` names neither a shipped policy nor a file, or overlays
+    /// extend each other too deeply.
+    #[error("{origin}: extends {extends:?}: {why}")]
+    Extends {
+        /// The overlay.
+        origin: String,
+        /// As written.
+        extends: String,
+        /// What is wrong.
+        why: String,
+    },
     /// The policy does not decide its own examples as written.
     #[error("{}", examples_text(.origin, .failures))]
     Examples {

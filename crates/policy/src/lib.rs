@@ -75,26 +75,32 @@ use serde::{Deserialize, Serialize};
 
 // Lower modules never use higher ones: `resolve`, `hidden` and `rules` are
 // pure; `engine` indexes the rules; `verdict` combines findings; `state`
-// carries one walk, which `paths`, `builtins`, `wrappers` and `walk` (the
-// top of a decision) extend in that order; `awk` and `tools` (what
-// read-only programs may be given) are pure and used by `walk`; `load`
-// and `lint` build and inspect a `Policy`.
+// carries one walk, which `paths`, `builtins`, `wrappers`, `control`
+// (control flow, `find -exec`) and `walk` (the top of a decision) extend in
+// that order; `suggest` names allowed alternatives for the walk's result;
+// `awk` and `tools` (what read-only programs may be given) are pure and
+// used by `walk`; `load` builds a `Policy`, `overlay` layers additions on
+// one, `lint` and `show` inspect it.
 mod amend;
 mod awk;
 mod builtins;
+mod control;
 mod engine;
 mod error;
 mod free_text;
 mod hidden;
 mod lint;
 mod load;
+mod overlay;
 mod paths;
 mod project;
 mod provenance;
 mod resolve;
 mod rules;
 mod secret;
+mod show;
 mod state;
+mod suggest;
 mod tools;
 mod verdict;
 mod walk;
@@ -103,9 +109,11 @@ mod wrappers;
 pub use amend::{ApprovalsPolicy, DEFAULT_APPROVAL_TTL_SECS};
 pub use error::{ExampleFailure, Issue, PolicyError};
 pub use load::EXAMPLE_ROOT;
+pub use overlay::SHIPPED;
 pub use project::ROOT_PLACEHOLDER;
 pub use provenance::{DEFAULT_LEDGER_ENTRIES, PathArgument, ProvenanceMode, ProvenancePolicy};
 pub use resolve::resolve_program;
+pub use show::RuleView;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};
 
 /// Why a shell string could not be decided: it does not lex.
@@ -205,6 +213,12 @@ pub struct Decision {
     /// [`Decision::command_to_run`]. Empty for most requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injected: Vec<InjectedFlag>,
+    /// When the request is refused or needs approval and another form
+    /// would be allowed: that form, concretely (`git config --get NAME`,
+    /// the subcommands a program's rules allow). `None` when the policy
+    /// knows of none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
 }
 
 /// A flag the policy adds right after a program word: the program's own
@@ -635,6 +649,9 @@ pub struct Policy {
     /// The `[[example]]`s with their lines, kept so that an amendment is
     /// checked against them too.
     examples: std::sync::Arc<Vec<(usize, load::ExampleFile)>>,
+    /// The overlays layered on the base policy, in order (see
+    /// [`Policy::layers`]).
+    layers: Vec<overlay::Layer>,
 }
 
 /// What the engine does when a request uses a shell feature it can inspect.
@@ -669,9 +686,20 @@ pub struct ShellPolicy {
     /// targets inside the root; `deny` suits read-only policies. `/dev/null`
     /// is always fine.
     pub output_redirection: FeatureAction,
-    /// Grouping, control flow and functions the engine cannot follow.
-    /// `check` is not accepted.
+    /// Constructs the engine cannot follow command by command (`select`,
+    /// `coproc`, `[[ ]]`, `(( ))`, `for ((..))`). `check` is not accepted.
     pub unsupported: FeatureAction,
+    /// Grouping and control flow whose every command the engine checks:
+    /// subshells, `{ }` groups, `if`, `for`, `while`, `until`, `case`,
+    /// `!` and functions. `check` decides each command inside like any
+    /// other; `deny` (the default) and `require_approval` treat them as
+    /// `unsupported`.
+    pub control_flow: FeatureAction,
+    /// `source FILE` / `. FILE`: `check` lets a file inside the root be
+    /// sourced (`source .venv/bin/activate`); its commands are not seen,
+    /// as with `bash FILE`. `deny` (the default) or `require_approval`
+    /// otherwise.
+    pub source_files: FeatureAction,
     /// Places where bash evaluates a value as code: arithmetic, subscripts
     /// and `${x:off}` offsets that name a variable, `${!x}`, `${x@P}`,
     /// `let`, `declare -i`, and variable names with a computed subscript
@@ -684,6 +712,9 @@ pub struct ShellPolicy {
     /// Variable names that may not be assigned (`VAR=x cmd`, `export`,
     /// `env VAR=x`, `read VAR`). A trailing `*` matches a prefix.
     pub deny_assignments: Vec<String>,
+    /// Exact names exempt from `deny_assignments` (`GIT_AUTHOR_NAME` under
+    /// `GIT_*`, `PYTHONHASHSEED` under `PYTHON*`).
+    pub allow_assignments: Vec<String>,
 }
 
 impl Default for ShellPolicy {
@@ -696,6 +727,8 @@ impl Default for ShellPolicy {
             globs: FeatureAction::Check,
             output_redirection: FeatureAction::Check,
             unsupported: FeatureAction::Deny,
+            control_flow: FeatureAction::Deny,
+            source_files: FeatureAction::Deny,
             evaluation: FeatureAction::Deny,
             max_nesting: 3,
             deny_assignments: [
@@ -743,6 +776,7 @@ impl Default for ShellPolicy {
             .iter()
             .map(|s| s.to_string())
             .collect(),
+            allow_assignments: Vec::new(),
         }
     }
 }

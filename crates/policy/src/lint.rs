@@ -15,6 +15,19 @@ impl Policy {
         let mut out = Vec::new();
         let rules = self.engine.rules.all();
         for (i, rule) in rules.iter().enumerate() {
+            // The subcommand is looked for past the options, so an entry
+            // that is itself an option is never reached.
+            for seq in &rule.subcommands {
+                if let Some(first) = seq.first().filter(|w| w.starts_with('-') && w.len() > 1) {
+                    out.push(format!(
+                        "{}:{}: rule `{}` lists `{}` as a subcommand, which looks like an option and never matches (subcommands are looked for after the options); match it with `prefix = [\"{first}\"]` in a rule of its own",
+                        self.origin,
+                        rule.line,
+                        rule.id,
+                        seq.join(" ")
+                    ));
+                }
+            }
             if rule.action == Verdict::Allow {
                 for program in &rule.programs {
                     if !program.contains('/') && resolve_program(program, &self.env.path).is_none()

@@ -66,6 +66,8 @@ pub(crate) struct RuleFile {
     risk: RiskLevel,
     reason: String,
     #[serde(default)]
+    suggestion: Option<String>,
+    #[serde(default)]
     program: Option<String>,
     #[serde(default)]
     programs: Vec<String>,
@@ -79,6 +81,12 @@ pub(crate) struct RuleFile {
     options: Vec<String>,
     #[serde(default)]
     global_options_only: bool,
+    #[serde(default)]
+    safe_values: Option<Spanned<String>>,
+    #[serde(default)]
+    unless_options: Vec<String>,
+    #[serde(default)]
+    under_root: bool,
     #[serde(default)]
     pattern_operand: bool,
     #[serde(default)]
@@ -107,29 +115,12 @@ pub(crate) struct ExampleFile {
 }
 
 impl Policy {
-    /// Reads and validates a policy file: every regex compiled, every
-    /// example checked.
-    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let (text, shown) = read(path)?;
-        Policy::parse(&text, &shown)
-    }
-
-    /// `load` for a one-shot CLI: a policy whose exact bytes this exact
-    /// binary has fully loaded before (remembered as a marker in
-    /// `memo_dir`, a directory only the supervisor's user can write) skips
-    /// the example check and compiles its regexes on first use. Anything
-    /// else gets the full load, and a success is remembered.
-    pub fn load_remembering(path: &Path, memo_dir: Option<&Path>) -> Result<Policy, PolicyError> {
-        let (text, shown) = read(path)?;
-        Policy::parse_with(&text, &shown, memo_dir)
-    }
-
     /// Parses and validates policy text; `origin` names it in messages.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
         Policy::parse_with(text, origin, None)
     }
 
-    fn parse_with(
+    pub(crate) fn parse_with(
         text: &str,
         origin: &str,
         memo_dir: Option<&Path>,
@@ -247,6 +238,7 @@ impl Policy {
                     .map(|e| (lines.line(e.span().start), e.get_ref().clone()))
                     .collect(),
             ),
+            layers: Vec::new(),
         };
         policy.engine.example_count = file.examples.len();
         if remembered {
@@ -297,7 +289,11 @@ pub(crate) fn syntax_error(text: &str, origin: &str, e: toml::de::Error) -> Poli
 pub(crate) fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
     let mut issues = Vec::new();
     for rule in rules {
-        for (key, re) in [("pattern", &rule.pattern), ("args_regex", &rule.args_regex)] {
+        for (key, re) in [
+            ("pattern", &rule.pattern),
+            ("args_regex", &rule.args_regex),
+            ("safe_values", &rule.safe_values),
+        ] {
             if let Some(Err(e)) = re.as_ref().map(LazyRegex::compile) {
                 issues.push(Issue {
                     line: rule.line,
@@ -358,7 +354,7 @@ fn remember(marker: &Path) {
 }
 
 /// The file's text and how to name it in messages.
-fn read(path: &Path) -> Result<(String, String), PolicyError> {
+pub(crate) fn read(path: &Path) -> Result<(String, String), PolicyError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
@@ -498,17 +494,23 @@ fn compile_rule(
     };
     let pattern = regex(&r.pattern, "pattern");
     let args_regex = regex(&r.args_regex, "args_regex");
+    let safe_values = regex(&r.safe_values, "safe_values");
     check_shape(r, &programs, &mut p);
-    let mut options = Vec::with_capacity(r.options.len());
-    for o in &r.options {
-        match OptSpec::parse(o) {
-            Some(spec) => options.push(spec),
-            None => p.bad(
-                "options",
-                format!("`{o}` is not an option (`-x`, `--long`, `-single` or `-prefix*`)"),
-            ),
+    let mut option_specs = |list: &[String], key: &str| {
+        let mut out = Vec::with_capacity(list.len());
+        for o in list {
+            match OptSpec::parse(o) {
+                Some(spec) => out.push(spec),
+                None => p.bad(
+                    key,
+                    format!("`{o}` is not an option (`-x`, `--long`, `-single` or `-prefix*`)"),
+                ),
+            }
         }
-    }
+        out
+    };
+    let options = option_specs(&r.options, "options");
+    let unless_options = option_specs(&r.unless_options, "unless_options");
     let subcommands: Vec<Vec<String>> = r
         .subcommands
         .iter()
@@ -522,6 +524,12 @@ fn compile_rule(
         action: r.action,
         risk: r.risk,
         reason: r.reason.trim().to_string(),
+        suggestion: r
+            .suggestion
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
         read_only: r.read_only,
         needs_key: r.needs_key,
         writes: r.writes,
@@ -530,6 +538,9 @@ fn compile_rule(
         prefix: r.prefix.clone(),
         option_values: r.option_values.clone(),
         options,
+        safe_values,
+        unless_options,
+        under_root: r.under_root,
         global_options_only: r.global_options_only,
         pattern_operand: r.pattern_operand,
         args_regex,
@@ -544,7 +555,20 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
     let has_matcher = !r.subcommands.is_empty()
         || !r.prefix.is_empty()
         || !r.options.is_empty()
+        || !r.unless_options.is_empty()
         || r.args_regex.is_some();
+    if r.safe_values.is_some() && r.options.is_empty() {
+        p.bad(
+            "safe_values",
+            "only means something together with `options`".into(),
+        );
+    }
+    if r.under_root && (r.pattern.is_some() || !programs.is_empty()) {
+        p.bad(
+            "under_root",
+            "an under_root rule matches every program run by a path inside the root; it cannot also name programs or a pattern".into(),
+        );
+    }
     if r.pattern.is_some() {
         if !programs.is_empty() || has_matcher {
             p.bad("pattern", "a pattern rule matches the raw request; it cannot also name programs, subcommands, options or args_regex".into());
@@ -555,7 +579,7 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
                 "a raw pattern can only deny or require approval; allow commands by program".into(),
             );
         }
-    } else if programs.is_empty() {
+    } else if programs.is_empty() && !r.under_root {
         p.bad(
             "programs",
             "a rule needs `program`/`programs` or a raw `pattern`".into(),
@@ -571,6 +595,12 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
         p.bad(
             "global_options_only",
             "only means something together with `options`".into(),
+        );
+    }
+    if r.action == Verdict::Allow && r.suggestion.is_some() {
+        p.bad(
+            "suggestion",
+            "is offered when the rule refuses; an allow rule never does".into(),
         );
     }
     if r.read_only && r.writes != Writes::None {
@@ -589,7 +619,7 @@ fn check_shape(r: &RuleFile, programs: &[String], p: &mut Problems) {
 
 /// Two rules with the very same matcher and different actions leave the
 /// reader guessing which was meant; the engine would let deny win silently.
-fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
+pub(crate) fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
     for (i, a) in rules.iter().enumerate() {
         for b in &rules[i + 1..] {
             if a.action == b.action || a.pattern.is_some() || b.pattern.is_some() {
@@ -600,6 +630,9 @@ fn check_contradictions(rules: &[Rule], issues: &mut Vec<Issue>) {
             };
             let same_conditions = a.prefix == b.prefix
                 && a.options == b.options
+                && a.unless_options == b.unless_options
+                && a.safe_values.as_ref().map(LazyRegex::as_str)
+                    == b.safe_values.as_ref().map(LazyRegex::as_str)
                 && a.global_options_only == b.global_options_only
                 && a.args_regex.as_ref().map(LazyRegex::as_str)
                     == b.args_regex.as_ref().map(LazyRegex::as_str);

@@ -474,6 +474,17 @@ impl Walk<'_> {
                         escape = Some((resolved, "the project root itself"));
                         break;
                     }
+                    // The repository's history: unlike the files it
+                    // tracks, nothing can restore it.
+                    if resolved.parent() == Some(root)
+                        && resolved.file_name() == Some(".git".as_ref())
+                    {
+                        escape = Some((
+                            resolved,
+                            "the repository's history (`.git`), which nothing could restore",
+                        ));
+                        break;
+                    }
                     inside || self.engine.writable.iter().any(|r| resolved.starts_with(r))
                 }
             };

@@ -60,6 +60,32 @@ impl OptSpec {
         }
     }
 
+    /// The value glued to `arg`, which this option matches: `--opt=VAL`,
+    /// `-oVAL`, `-single=VAL`.
+    fn value<'a>(&self, arg: &'a str) -> Option<&'a str> {
+        match self {
+            OptSpec::Long(_) | OptSpec::Single(_) => arg.split_once('=').map(|(_, v)| v),
+            OptSpec::Short(c) => arg
+                .strip_prefix('-')
+                .and_then(|rest| rest.strip_prefix(*c))
+                .filter(|v| !v.is_empty()),
+            OptSpec::SinglePrefix(_) => None,
+        }
+    }
+
+    /// Like `matches`, but a short option only on its own or with a glued
+    /// value (`-i`, `-i.bak`), never inside a cluster: whether a letter in
+    /// `-e1e id` is an option depends on which letters take values, which
+    /// is not known here, and an exemption must not be granted by a guess.
+    fn matches_alone(&self, arg: &str) -> bool {
+        match self {
+            OptSpec::Short(c) => arg
+                .strip_prefix('-')
+                .is_some_and(|rest| rest.starts_with(*c)),
+            _ => self.matches(arg),
+        }
+    }
+
     fn matches(&self, arg: &str) -> bool {
         match self {
             OptSpec::Long(opt) => {
@@ -90,6 +116,8 @@ pub(crate) struct Rule {
     pub action: Verdict,
     pub risk: RiskLevel,
     pub reason: String,
+    /// An allowed form to offer when this rule refuses.
+    pub suggestion: Option<String>,
     pub read_only: bool,
     /// A command this rule allows changes state beyond the project's
     /// ordinary work (history, tracked files): where keys are required
@@ -101,6 +129,14 @@ pub(crate) struct Rule {
     pub prefix: Vec<String>,
     pub option_values: Vec<String>,
     pub options: Vec<OptSpec>,
+    /// An occurrence of one of `options` whose value (glued on, or the
+    /// next word) matches this does not count (`git -c user.name=x`).
+    pub safe_values: Option<LazyRegex>,
+    /// The rule does not match when any of these options is present.
+    pub unless_options: Vec<OptSpec>,
+    /// Matches any program run by a path that resolves inside the root
+    /// (the project's own scripts and binaries).
+    pub under_root: bool,
     pub global_options_only: bool,
     /// The first operand is a pattern or script, not a path (`grep`,
     /// `sed`, `awk`), unless `-e`/`-f` supplied it.
@@ -201,7 +237,7 @@ pub(crate) struct Match<'w> {
 
 impl Rule {
     pub(crate) fn has_conditions(&self) -> bool {
-        !self.options.is_empty() || self.args_regex.is_some()
+        !self.options.is_empty() || self.args_regex.is_some() || !self.unless_options.is_empty()
     }
 
     /// Index of the first argument that is not an option or an option's
@@ -259,11 +295,28 @@ impl Rule {
             } else {
                 args
             };
-            let hit = scope
-                .iter()
-                .find(|a| self.options.iter().any(|o| o.matches(&a.value)))?;
+            let hit = scope.iter().enumerate().find_map(|(k, a)| {
+                let o = self.options.iter().find(|o| o.matches(&a.value))?;
+                let safe = self.safe_values.as_ref().is_some_and(|re| {
+                    let value = o
+                        .value(&a.value)
+                        .or_else(|| args.get(k + 1).map(|n| n.value.as_str()));
+                    // A regex that cannot be compiled marks nothing safe.
+                    value.is_some_and(|v| re.get().is_some_and(|re| re.is_match(v.as_bytes())))
+                });
+                (!safe).then_some(a)
+            })?;
             m.specificity += 1;
             m.token = Some(hit.value.as_str());
+        }
+        if !self.unless_options.is_empty()
+            && args.iter().any(|a| {
+                self.unless_options
+                    .iter()
+                    .any(|o| o.matches_alone(&a.value))
+            })
+        {
+            return None;
         }
         if let Some(lazy) = &self.args_regex {
             // A regex that cannot be compiled matches for a refusing rule
@@ -301,12 +354,15 @@ pub(crate) struct RuleSet {
     /// compile every pattern a second time at each start for a per-decision
     /// gain the benchmarks cannot see.
     raw: Vec<usize>,
+    /// Rules for programs run by a path inside the root.
+    under_root: Vec<usize>,
 }
 
 impl RuleSet {
     pub(crate) fn new(rules: Vec<Rule>) -> RuleSet {
         let mut by_program: HashMap<String, Vec<usize>> = HashMap::new();
         let mut raw = Vec::new();
+        let mut under_root = Vec::new();
         for (i, rule) in rules.iter().enumerate() {
             for p in &rule.programs {
                 by_program.entry(p.clone()).or_default().push(i);
@@ -314,12 +370,21 @@ impl RuleSet {
             if rule.pattern.is_some() {
                 raw.push(i);
             }
+            if rule.under_root {
+                under_root.push(i);
+            }
         }
         RuleSet {
             rules,
             by_program,
             raw,
+            under_root,
         }
+    }
+
+    /// Whether any rule names `program`.
+    pub(crate) fn has_program(&self, program: &str) -> bool {
+        self.by_program.contains_key(program)
     }
 
     /// In the policy's order.
@@ -359,6 +424,7 @@ impl RuleSet {
         trusted: Option<&str>,
         args: &'w [Word],
         mut passed_over: Option<&mut Vec<(&'r Rule, Option<&'w str>)>>,
+        inside_root: bool,
     ) -> Option<(&'r Rule, Match<'w>)> {
         let mut best: Option<(&Rule, Match)> = None;
         let mut consider = |list: Option<&Vec<usize>>, allow_ok: bool| {
@@ -387,6 +453,9 @@ impl RuleSet {
         };
         if prog.contains('/') {
             consider(self.by_program.get(prog), true);
+        }
+        if inside_root {
+            consider(Some(&self.under_root), true);
         }
         match trusted {
             Some(name) => consider(self.by_program.get(name), true),

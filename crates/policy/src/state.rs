@@ -68,6 +68,8 @@ pub(crate) struct Walk<'p> {
     commands_seen: usize,
     /// Path arguments, collected only for `Policy::path_arguments`.
     pub(crate) paths: Option<Vec<crate::PathArgument>>,
+    /// Functions defined so far in the request, by name.
+    pub(crate) functions: Vec<String>,
 }
 
 /// Expansions whose result is only known at run time (globs and braces
@@ -108,12 +110,17 @@ impl<'p> Walk<'p> {
             command: None,
             commands_seen: 0,
             paths: None,
+            functions: Vec::new(),
         }
     }
 
     pub(crate) fn finish(self, needs_shell: bool) -> Evaluation {
-        self.findings
-            .finish(self.read_only, needs_shell, self.needs_key, self.injected)
+        let policy = self.policy;
+        let mut e =
+            self.findings
+                .finish(self.read_only, needs_shell, self.needs_key, self.injected);
+        e.suggest(|f| policy.suggestion_for(f));
+        e
     }
 
     /// Makes `span` of `text` the command findings are about, until

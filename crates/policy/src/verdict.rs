@@ -98,9 +98,19 @@ pub struct Evaluation {
     needs_shell: bool,
     needs_key: bool,
     injected: Vec<InjectedFlag>,
+    /// For the winner, when it refuses: an allowed alternative.
+    suggestion: Option<String>,
 }
 
 impl Evaluation {
+    /// Sets the winner's alternative (computed once the walk is over).
+    pub(crate) fn suggest(&mut self, make: impl FnOnce(&Finding) -> Option<String>) {
+        self.suggestion = self
+            .winner()
+            .filter(|f| f.verdict != Verdict::Allow)
+            .and_then(make);
+    }
+
     /// In the order the walk met them: raw patterns first, then each simple
     /// command with what is nested in it.
     pub fn findings(&self) -> &[Finding] {
@@ -165,6 +175,7 @@ impl Evaluation {
             needs_shell: self.needs_shell,
             needs_key: self.needs_key,
             injected: self.injected.clone(),
+            suggestion: self.suggestion.clone(),
         }
     }
 
@@ -179,6 +190,7 @@ impl Evaluation {
             needs_shell: self.needs_shell,
             needs_key: self.needs_key,
             injected: self.injected.clone(),
+            suggestion: None,
         }
     }
 }
@@ -280,6 +292,7 @@ impl Findings {
             needs_shell,
             needs_key,
             injected,
+            suggestion: None,
         }
     }
 }

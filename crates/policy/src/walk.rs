@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use agent_exec_lexer::{
-    self, Features, Operator, ParseError, RedirectKind, Script, SimpleCommand, Span, Word,
+    self, Features, Operator, ParseError, RedirectKind, Role, Script, SimpleCommand, Span, Word,
 };
 
 use crate::builtins::is_shell_only;
@@ -19,7 +19,7 @@ use crate::rules::Writes;
 use crate::state::{Access, Cwd, Origin, Walk, feature_verdict, has_expansion, strictness};
 use crate::tools;
 use crate::verdict::Evaluation;
-use crate::wrappers::{Peeled, may_wrap};
+use crate::wrappers::{Peeled, is_wrapper, may_wrap};
 use crate::{
     CommandSpec, Context, Decision, FeatureAction, InjectedFlag, Policy, RiskLevel, Verdict,
 };
@@ -96,6 +96,7 @@ impl Policy {
                         start: 0,
                         end: text.len(),
                     },
+                    role: Role::Command,
                 };
                 walk.simple(&sc, &text, &mut cwd, 0, true);
                 false
@@ -125,7 +126,7 @@ impl Walk<'_> {
     }
 
     /// `text` is what the spans of `script` index.
-    fn script(&mut self, script: &Script, text: &str, cwd: &mut Cwd, depth: usize) {
+    pub(crate) fn script(&mut self, script: &Script, text: &str, cwd: &mut Cwd, depth: usize) {
         let action = self.policy.shell.unsupported;
         for (construct, _) in &script.unsupported {
             self.builtin(
@@ -138,9 +139,15 @@ impl Walk<'_> {
                 construct,
             );
         }
+        self.control_flow(script, cwd);
         for (j, command) in script.commands.iter().enumerate() {
             if matches!(command.joined_by, Some(op) if op != Operator::And) {
                 cwd.uncertain = true;
+            }
+            self.define_functions(script, command.span.start);
+            if command.role != Role::Command {
+                self.header(command, text, cwd, depth);
+                continue;
             }
             let next = script.commands.get(j + 1).and_then(|c| c.joined_by);
             // A `cd` in a pipeline or in the background runs in a subshell.
@@ -213,7 +220,13 @@ impl Walk<'_> {
     }
 
     /// A command's redirections; true when one writes a file.
-    fn redirects(&mut self, sc: &SimpleCommand, text: &str, cwd: &Cwd, depth: usize) -> bool {
+    pub(crate) fn redirects(
+        &mut self,
+        sc: &SimpleCommand,
+        text: &str,
+        cwd: &Cwd,
+        depth: usize,
+    ) -> bool {
         let mut mutating = false;
         for r in &sc.redirects {
             self.scan_word(&r.target);
@@ -264,7 +277,7 @@ impl Walk<'_> {
 
     /// Commands inside `$(...)`, backticks and `<(...)`. Their spans index
     /// the same text as the word's.
-    fn substitutions(&mut self, w: &Word, text: &str, cwd: &Cwd, depth: usize) {
+    pub(crate) fn substitutions(&mut self, w: &Word, text: &str, cwd: &Cwd, depth: usize) {
         if w.substitutions.is_empty() {
             return;
         }
@@ -314,7 +327,13 @@ impl Walk<'_> {
     }
 
     /// The program word and what follows it, wrappers peeled.
-    fn command(&mut self, words: &[Word], cwd: &mut Cwd, depth: usize, persistent: bool) {
+    pub(crate) fn command(
+        &mut self,
+        words: &[Word],
+        cwd: &mut Cwd,
+        depth: usize,
+        persistent: bool,
+    ) {
         let mut i = 0;
         loop {
             let w = &words[i];
@@ -359,7 +378,21 @@ impl Walk<'_> {
             if bare && self.shell_builtin(prog, args, cwd, persistent) {
                 return;
             }
+            if bare && trusted.is_some() && self.function_call(prog, args, cwd) {
+                return;
+            }
             if may_wrap(base, bare, trusted.is_some()) {
+                // Deny or approval rules about the wrapper itself still
+                // apply (a policy may refuse `xargs` as a whole).
+                if is_wrapper(base)
+                    && let Some(rule) = self.engine.rules.shell_refusal(prog, args, None)
+                {
+                    self.offer_rule(rule, Some(prog));
+                    self.read_only = false;
+                    if rule.action == Verdict::Deny {
+                        return;
+                    }
+                }
                 match self.peel(base, prog, args, cwd) {
                     Peeled::Inner(k) => {
                         i += 1 + k;
@@ -375,7 +408,11 @@ impl Walk<'_> {
             {
                 return;
             }
-            self.program(prog, trusted, args, cwd, place);
+            if self.program(prog, trusted, args, cwd, place) == Some(Verdict::Allow)
+                && base == "find"
+            {
+                self.find_actions(args, cwd, depth);
+            }
             return;
         }
     }
@@ -442,13 +479,14 @@ impl Walk<'_> {
         args: &[Word],
         cwd: &Cwd,
         place: Option<usize>,
-    ) {
+    ) -> Option<Verdict> {
         let engine = self.engine;
         let mut passed_over = self.keeps_every().then(Vec::new);
+        let inside_root = prog.contains('/') && self.runs_from_root(prog, cwd);
         let selected = engine
             .rules
-            .select(prog, trusted, args, passed_over.as_mut());
-        let (writes, consumed) = match selected {
+            .select(prog, trusted, args, passed_over.as_mut(), inside_root);
+        let (writes, consumed, action) = match selected {
             Some((rule, m)) => {
                 let token = m.token.unwrap_or(prog);
                 self.offer_rule(rule, Some(token));
@@ -459,7 +497,7 @@ impl Walk<'_> {
                     self.read_only = false;
                 }
                 if rule.action == Verdict::Deny {
-                    return;
+                    return Some(rule.action);
                 }
                 if rule.action == Verdict::Allow
                     && rule.read_only
@@ -468,17 +506,34 @@ impl Walk<'_> {
                     self.read_only_tool(name, args, place);
                 }
                 let mut consumed = m.consumed;
+                if rule.read_only && basename(prog) == "find" {
+                    consumed |= crate::control::find_from_fs_root(args);
+                }
                 if rule.pattern_operand
                     && let Some(k) = pattern_position(args)
                     && k < 64
                 {
                     consumed |= 1 << k;
                 }
-                (rule.writes, consumed)
+                (rule.writes, consumed, Some(rule.action))
             }
             None => {
                 let default = self.policy.default;
+                // With rules for the program, what is missing is the form:
+                // name it (`git frobnicate`), not the program.
+                let covered = trusted.is_some() && engine.rules.has_program(basename(prog));
                 self.offer_default(|| {
+                    let sub = args
+                        .iter()
+                        .find(|a| !a.value.starts_with('-'))
+                        .filter(|_| covered);
+                    if let Some(sub) = sub {
+                        let reason = format!(
+                            "no rule covers `{prog} {}`; this policy's rules for `{prog}` cover other forms, and its default for the rest is {default}",
+                            sub.raw
+                        );
+                        return (reason, Some(prog.to_string()));
+                    }
                     let why = if trusted.is_none() && !prog.contains('/') {
                         " as it resolves to a program outside the system directories"
                     } else if trusted.is_none() {
@@ -492,12 +547,13 @@ impl Walk<'_> {
                     (reason, Some(prog.to_string()))
                 });
                 self.read_only = false;
-                (Writes::None, 0)
+                (Writes::None, 0, None)
             }
         };
         self.argument_names(prog, args);
         self.collect_args(prog, args, writes, consumed, cwd);
         self.check_args(args, writes, consumed, cwd);
+        action
     }
 
     /// A program an allow rule classes read-only: what its options,

@@ -1,9 +1,12 @@
 //! Wrappers: programs that run another program (`env`, `nice`, `nohup`,
-//! `timeout`, `stdbuf`, `time`, `exec`, `command`, `builtin`). Their own
-//! options are skipped so the program they run is decided instead; an
-//! option whose effect cannot be followed refuses the whole command, and
-//! wrappers whose inner command cannot be followed at all (`xargs`,
-//! `sudo`, `chroot`, ...) are refused outright.
+//! `timeout`, `stdbuf`, `time`, `exec`, `command`, `builtin`, `xargs`).
+//! Their own options are skipped so the program they run is decided
+//! instead; an option whose effect cannot be followed refuses the whole
+//! command, and wrappers whose inner command cannot be followed at all
+//! (`sudo`, `chroot`, `parallel`, ...) are refused outright. `xargs` adds
+//! arguments read from its input to the inner command: they are only known
+//! at run time, like a variable's value, and the kernel sandbox bounds
+//! what the inner command can reach with them.
 
 use agent_exec_lexer::Word;
 
@@ -14,7 +17,6 @@ use crate::{RiskLevel, Verdict};
 /// (argument lists built at run time, other users, other namespaces,
 /// tracing) or shells whose syntax is not POSIX.
 const REFUSED: &[&str] = &[
-    "xargs",
     "sudo",
     "su",
     "doas",
@@ -51,6 +53,16 @@ const REFUSED: &[&str] = &[
 /// Wrappers that are shell builtins (or keywords), so they wrap whatever
 /// the name, with no program lookup.
 const SHELL_WRAPPERS: &[&str] = &["exec", "command", "builtin", "time"];
+
+/// Every program `peel` unwraps.
+const WRAPPERS: &[&str] = &[
+    "env", "nice", "nohup", "timeout", "stdbuf", "time", "exec", "command", "builtin", "xargs",
+];
+
+/// Whether `base` names a wrapper `peel` unwraps.
+pub(crate) fn is_wrapper(base: &str) -> bool {
+    WRAPPERS.contains(&base)
+}
 
 /// What is left to decide after a wrapper.
 pub(crate) enum Peeled {
@@ -119,7 +131,7 @@ impl Walk<'_> {
                 });
                 Peeled::Decided
             }
-            Ok(Unwrapped::Nothing) if SHELL_WRAPPERS.contains(&base) => {
+            Ok(Unwrapped::Nothing) if SHELL_WRAPPERS.contains(&base) || base == "xargs" => {
                 self.offer_weak(|| {
                     (
                         "builtin:shell-state".into(),
@@ -174,6 +186,7 @@ impl Walk<'_> {
                 None => return Ok(Unwrapped::Lookup),
             },
             "builtin" => 0,
+            "xargs" => self.xargs_options(args, cwd)?,
             _ => return Ok(Unwrapped::NotAWrapper),
         };
         Ok(if skipped < args.len() {
@@ -210,6 +223,98 @@ impl Walk<'_> {
         while k < args.len() && crate::builtins::is_assignment(&args[k].value) {
             self.assignment(&args[k], &args[k].value, cwd);
             k += 1;
+        }
+        Ok(k)
+    }
+
+    /// `xargs [options] prog`: an argument file is read; the variable of
+    /// `--process-slot-var` is an assignment.
+    fn xargs_options<'w>(&mut self, args: &'w [Word], cwd: &Cwd) -> Result<usize, &'w str> {
+        const FLAGS: &[&str] = &[
+            "-0",
+            "--null",
+            "-r",
+            "--no-run-if-empty",
+            "-t",
+            "--verbose",
+            "-x",
+            "--exit",
+            "-p",
+            "--interactive",
+            "-o",
+            "--open-tty",
+            "--show-limits",
+        ];
+        // Options whose value is the next word when not glued on.
+        const VALUED: &[char] = &['n', 'L', 'P', 's', 'd', 'E', 'I', 'a'];
+        const LONG_VALUED: &[&str] = &[
+            "--max-args",
+            "--max-lines",
+            "--max-procs",
+            "--max-chars",
+            "--delimiter",
+            "--eof",
+        ];
+        let mut k = 0;
+        while k < args.len() {
+            let v = args[k].value.as_str();
+            if v == "--" {
+                k += 1;
+                break;
+            }
+            if !v.starts_with('-') || v == "-" {
+                break;
+            }
+            if FLAGS.contains(&v) {
+                k += 1;
+                continue;
+            }
+            if let Some((name, value)) = v.split_once('=') {
+                match name {
+                    "--arg-file" => self.check_path(v, value, Access::Read, cwd),
+                    "--process-slot-var" => self.check_name(value, v),
+                    "--replace" => {}
+                    _ if LONG_VALUED.contains(&name) => {}
+                    _ => return Err(v),
+                }
+                k += 1;
+                continue;
+            }
+            if LONG_VALUED.contains(&v) || v == "--arg-file" || v == "--process-slot-var" {
+                match (v, args.get(k + 1)) {
+                    ("--arg-file", Some(file)) => self.check_word(file, Access::Read, cwd),
+                    ("--process-slot-var", Some(name)) => self.check_name(&name.value, &name.raw),
+                    _ => {}
+                }
+                k += 2;
+                continue;
+            }
+            if v == "--replace" {
+                k += 1;
+                continue;
+            }
+            let mut chars = v[1..].chars();
+            match chars.next() {
+                // `-i[R]`, `-e[EOF]`, `-l[N]`: optional values, glued only.
+                Some('i' | 'e' | 'l') => k += 1,
+                Some(c) if VALUED.contains(&c) => {
+                    let glued = chars.as_str();
+                    let value = if glued.is_empty() {
+                        k += 1;
+                        args.get(k)
+                    } else {
+                        None
+                    };
+                    if c == 'a' {
+                        match value {
+                            Some(file) => self.check_word(file, Access::Read, cwd),
+                            None => self.check_path(v, glued, Access::Read, cwd),
+                        }
+                    }
+                    k += 1;
+                }
+                _ => return Err(v),
+            }
         }
         Ok(k)
     }

@@ -15,7 +15,8 @@ fn policy() -> Policy {
 }
 
 /// Shell-heavy fragments so generated input reaches the interesting paths
-/// (wrappers, nesting, substitutions, globs, redirections, `cd`).
+/// (wrappers, nesting, substitutions, globs, redirections, `cd`, control
+/// flow, `xargs`, `find -exec`).
 fn fragment() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("cd ".to_string()),
@@ -39,6 +40,25 @@ fn fragment() -> impl Strategy<Value = String> {
         Just("sed -i ".to_string()),
         Just("ln -s ".to_string()),
         Just("eval ".to_string()),
+        // Control flow and inner commands (code.toml checks them).
+        Just("for f in ".to_string()),
+        Just("; do ".to_string()),
+        Just("; done".to_string()),
+        Just("if ".to_string()),
+        Just("; then ".to_string()),
+        Just("; fi".to_string()),
+        Just("case $x in ".to_string()),
+        Just(") ".to_string()),
+        Just(";; esac".to_string()),
+        Just("( ".to_string()),
+        Just("{ ".to_string()),
+        Just("; }".to_string()),
+        Just("f() ".to_string()),
+        Just("while ".to_string()),
+        Just("xargs ".to_string()),
+        Just("find . -exec ".to_string()),
+        Just(" {} ;".to_string()),
+        Just(" -delete".to_string()),
         "[a-z./$ -]{0,6}",
         "\\PC{0,3}",
     ]

@@ -137,11 +137,15 @@ fn rules_by_program_subcommand_option_and_pattern() {
         ("git commit -m msg", "", A, Some("git-write"), Some(false)),
         ("git checkout -b topic", "", A, Some("git-write"), Some(false)),
         ("git stash", "", A, Some("git-write"), Some(false)),
-        ("git checkout main", "", R, Some("default"), Some(false)),
-        ("git branch -D topic", "", R, Some("default"), None),
+        ("git checkout main", "", A, Some("git-write"), Some(false)),
+        ("git checkout -- src/lib.rs", "", A, Some("git-write"), Some(false)),
+        ("git frobnicate", "", R, Some("default"), None),
+        ("git branch -D topic", "", A, Some("git-write"), None),
+        ("git branch -r", "", A, Some("git-read"), Some(true)),
         // deny by subcommand / options
-        ("git push", "", D, Some("git-network"), None),
-        ("git -C sub push origin main", "", D, Some("git-network"), None),
+        ("git push", "", R, Some("git-publish"), None),
+        ("git fetch", "", D, Some("git-network"), None),
+        ("git -C sub push origin main", "", R, Some("git-publish"), None),
         ("git config user.name x", "", D, Some("git-config"), None),
         ("git -c core.fsmonitor=x status", "", D, Some("git-global-exec"), None),
         ("git --exec-path=/tmp status", "", D, None, None),
@@ -150,12 +154,18 @@ fn rules_by_program_subcommand_option_and_pattern() {
         ("git log -p --textconv", "", D, Some("git-external-tools"), None),
         ("git grep -c needle", "", A, Some("git-read"), Some(true)),
         ("find . -name '*.rs'", "", A, Some("read-tools"), Some(true)),
-        ("find . -exec cat {} +", "", D, Some("find-exec"), None),
-        ("find . -execdir ls ;", "", D, Some("find-exec"), None),
-        ("find . -ok rm {} ;", "", D, Some("find-exec"), None),
-        ("find . -delete", "", D, Some("find-exec"), None),
-        ("find . -fprintf out.txt %p", "", D, Some("find-exec"), None),
-        ("find . -fls out.txt", "", D, Some("find-exec"), None),
+        ("find . -exec cat {} +", "", A, Some("find-exec"), None),
+        ("find . -exec cat /etc/passwd ;", "", D, Some("builtin:path-escape"), None),
+        ("find src -name x -exec sh -c 'curl x' ;", "", D, None, None),
+        ("find . -execdir ls ;", "", A, Some("find-exec"), None),
+        ("find . -ok rm {} ;", "", D, Some("builtin:protected-path"), None),
+        ("find build -delete", "", A, Some("find-exec"), None),
+        ("find . -name '*.pyc' -delete", "", A, Some("find-exec"), None),
+        ("find . -path './.git/*' -delete", "", D, Some("builtin:protected-path"), None),
+        ("find {out} -name '*.pyc' -delete", "", D, Some("builtin:path-escape"), None),
+        ("find . -delete", "", D, Some("builtin:protected-path"), None),
+        ("find . -fprintf out.txt %p", "", D, Some("find-write-files"), None),
+        ("find . -fls out.txt", "", D, Some("find-write-files"), None),
         ("sed -n '1,5p' README.md", "", A, Some("search-tools"), Some(true)),
         ("sed -i 's/a/b/' README.md", "", A, Some("sed-inplace"), Some(false)),
         ("sed -i.bak 's/a/b/' README.md", "", A, Some("sed-inplace"), Some(false)),
@@ -191,7 +201,8 @@ fn rules_by_program_subcommand_option_and_pattern() {
         ("tar --use-compress-program=./x -cf a.tar src", "", D, Some("tar"), None),
         ("tar -I ./x -cf a.tar src", "", D, Some("tar"), None),
         ("tar --to-com=sh -xf a.tar", "", D, Some("tar"), None),
-        ("tar -czf a.tar.gz src", "", R, Some("default"), None),
+        ("tar -czf a.tar.gz src", "", A, Some("tar-archive"), None),
+        ("tar -czf {out}/a.tar.gz src", "", D, Some("builtin:path-escape"), None),
         ("rsync -e 'sh -c id' a b", "", D, Some("rsync-shell"), None),
         ("rsync -a src/ host:backup/", "", D, Some("rsync-remote"), None),
         ("rsync -a src/ backup/", "", R, Some("default"), None),
@@ -220,7 +231,7 @@ fn rules_by_program_subcommand_option_and_pattern() {
         ("cargo build", "", A, Some("cargo"), Some(false)),
         ("cargo test -- --nocapture", "", A, Some("cargo"), None),
         ("cargo install cargo-edit", "", D, Some("cargo-install"), None),
-        ("cargo publish", "", D, Some("cargo-install"), None),
+        ("cargo publish", "", R, Some("publish"), None),
         ("make -j2", "", A, Some("make"), None),
         ("npm run build", "", A, Some("npm-run"), None),
         ("npm i lodash", "", D, Some("npm-install"), None),
@@ -251,7 +262,7 @@ fn rules_by_program_subcommand_option_and_pattern() {
         ("kill -9 1", "", D, Some("system-admin"), None),
         // default
         ("terraform plan", "", R, Some("default"), Some(false)),
-        ("./configure", "", R, Some("default"), None),
+        ("./configure", "", A, Some("project-programs"), None),
     ];
     run_cases(&code_policy(), &fx, cases);
 }
@@ -266,7 +277,7 @@ fn wrappers_are_unwrapped_or_refused() {
         ("env -i LANG=C git status", "", A, Some("git-read"), None),
         ("env -u FOO git status", "", A, Some("git-read"), None),
         ("env -- ls", "", A, Some("read-tools"), None),
-        ("env git push", "", D, Some("git-network"), None),
+        ("env git push", "", R, Some("git-publish"), None),
         ("env PATH=/tmp git status", "", D, Some("builtin:assignment"), None),
         ("env -S 'git status'", "", D, Some("builtin:unsafe-wrapper"), None),
         ("env -C /etc cat passwd", "", D, Some("builtin:unsafe-wrapper"), None),
@@ -291,8 +302,12 @@ fn wrappers_are_unwrapped_or_refused() {
         ("builtin echo hi", "", A, Some("read-tools"), None),
         ("nice timeout 5 env git status", "", A, Some("git-read"), None),
         ("nice timeout 5 env sudo ls", "", D, None, None),
-        ("xargs cat", "", D, Some("builtin:unsafe-wrapper"), None),
-        ("ls | xargs rm", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("xargs cat", "", A, Some("read-tools"), None),
+        ("xargs -a {out}/list cat", "", D, Some("builtin:path-escape"), None),
+        ("xargs --frobnicate cat", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("xargs sudo cat", "", D, Some("privilege"), None),
+        ("ls | xargs rm", "", A, Some("file-edits"), None),
+        ("ls | xargs -n1 -I{} curl {}", "", D, None, None),
         ("su -c id", "", D, None, None),
         ("doas ls", "", D, None, None),
         ("setsid ls", "", D, Some("builtin:unsafe-wrapper"), None),
@@ -302,13 +317,14 @@ fn wrappers_are_unwrapped_or_refused() {
         ("flock x ls", "", D, Some("builtin:unsafe-wrapper"), None),
         ("watch ls", "", D, Some("builtin:unsafe-wrapper"), None),
         ("parallel echo ::: a", "", D, Some("builtin:unsafe-wrapper"), None),
-        ("/usr/bin/xargs ls", "", D, Some("builtin:unsafe-wrapper"), None),
+        ("/usr/bin/xargs ls", "", A, Some("read-tools"), None),
         // dangerous assignments
         ("LD_PRELOAD=x.so ls", "", D, Some("builtin:assignment"), None),
         ("LD_LIBRARY_PATH=. ls", "", D, Some("builtin:assignment"), None),
         ("BASH_ENV=x.sh bash -c ls", "", D, Some("builtin:assignment"), None),
         ("ENV=x sh -c ls", "", D, Some("builtin:assignment"), None),
-        ("PYTHONPATH=. python3 t.py", "", D, Some("builtin:assignment"), None),
+        ("PYTHONPATH=. python3 t.py", "", A, Some("python"), None),
+        ("PYTHONSTARTUP=x.py python3 t.py", "", D, Some("builtin:assignment"), None),
         ("GIT_SSH_COMMAND=x git status", "", D, Some("builtin:assignment"), None),
         ("IFS=/ ls", "", D, Some("builtin:assignment"), None),
         ("PS4='$(id)' ls", "", D, Some("builtin:assignment"), None),
@@ -329,8 +345,12 @@ fn wrappers_are_unwrapped_or_refused() {
         ("eval \"$CMD\"", "", D, Some("builtin:unsafe-builtin"), None),
         ("builtin eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
         ("command eval 'git status'", "", D, Some("builtin:unsafe-builtin"), None),
-        ("source ./env.sh", "", D, Some("builtin:unsafe-builtin"), None),
-        (". ./env.sh", "", D, Some("builtin:unsafe-builtin"), None),
+        // code.toml lets the project's own shell files be sourced
+        // (`source_files = "check"`); anything else stays refused.
+        ("source ./env.sh", "", A, Some("builtin:source"), Some(false)),
+        (". ./env.sh", "", A, Some("builtin:source"), Some(false)),
+        ("source {out}/env.sh", "", D, Some("builtin:path-escape"), None),
+        ("source <(echo ls)", "", D, Some("builtin:unsafe-builtin"), None),
     ];
     run_cases(&code_policy(), &fx, cases);
 }
@@ -345,7 +365,7 @@ fn nested_shells_and_substitutions() {
         ("dash -c 'cat README.md'", "", A, Some("read-tools"), None),
         ("zsh -c 'cat /etc/passwd'", "", D, Some("builtin:path-escape"), None),
         ("bash -lc 'make test'", "", A, Some("make"), None),
-        ("bash -e -c 'git push'", "", D, Some("git-network"), None),
+        ("bash -e -c 'git push'", "", R, Some("git-publish"), None),
         ("bash -o pipefail -c 'ls | wc -l'", "", A, None, None),
         ("bash -c 'bash -c \"cat /etc/shadow\"'", "", D, Some("builtin:path-escape"), None),
         ("bash -c 'sudo id'", "", D, None, None),
@@ -353,8 +373,9 @@ fn nested_shells_and_substitutions() {
         ("sh -c 'cat \"$1\"' _ /etc/passwd", "", D, Some("builtin:path-escape"), None),
         ("sh -c 'echo x > \"$1\"' _ /usr/local/x", "", D, Some("builtin:path-escape"), None),
         ("sh -c 'cat \"$1\"' _ README.md", "", A, Some("read-tools"), None),
-        ("bash script.sh", "", R, Some("default"), None),
-        ("sh", "", R, Some("default"), None),
+        ("bash script.sh", "", A, Some("shell-scripts"), None),
+        ("bash {out}/script.sh", "", D, Some("builtin:path-escape"), None),
+        ("sh", "", A, Some("shell-scripts"), None),
         ("bash -c 'bash -c \"bash -c \\\"bash -c ls\\\"\"'", "", D, Some("builtin:nesting-depth"), None),
         // command substitution is checked recursively
         ("echo $(git rev-parse HEAD)", "", A, None, Some(true)),
@@ -379,15 +400,17 @@ fn nested_shells_and_substitutions() {
         ("cat src/$FILE", "", A, Some("read-tools"), None),
         ("cat ./$X", "", A, None, None),
         ("echo $((1 + 2))", "", A, None, None),
-        // unsupported constructs
-        ("for f in *; do cat $f; done", "", D, Some("builtin:unsupported"), None),
-        ("if true; then ls; fi", "", D, Some("builtin:unsupported"), None),
+        // control flow: every command inside is checked (code.toml has
+        // `control_flow = "check"`)
+        ("for f in *; do cat $f; done", "", A, Some("read-tools"), Some(true)),
+        ("if true; then ls; fi", "", A, Some("read-tools"), Some(true)),
         ("(cd /; cat etc/passwd)", "", D, None, None),
-        ("{ ls; }", "", D, Some("builtin:unsupported"), None),
-        ("f() { ls; }; f", "", D, None, None),
+        ("{ ls; }", "", A, Some("read-tools"), Some(true)),
+        ("f() { ls; }; f", "", A, Some("read-tools"), Some(false)),
+        ("[[ -f x ]] && ls", "", D, Some("builtin:unsupported"), None),
         // here-documents
         ("cat <<'EOF'\n$(id)\nEOF", "", A, Some("read-tools"), None),
-        ("cat <<EOF\n$(id)\nEOF", "", R, Some("default"), None),
+        ("cat <<EOF\n$(frobnicate)\nEOF", "", R, Some("default"), None),
         ("cat <<EOF\n$(cat /etc/passwd)\nEOF", "", D, Some("builtin:path-escape"), None),
         ("cat <<EOF\n$HOME and `git status`\nEOF", "", A, None, None),
         ("cat <<< hello", "", A, Some("read-tools"), None),
@@ -479,7 +502,8 @@ fn path_escapes_with_real_files() {
         ("rm -r ../root", "", D, Some("builtin:path-escape"), None),
         // program paths
         ("/tmp/git status", "", D, Some("builtin:path-escape"), None),
-        ("./git status", "", R, Some("default"), None),
+        ("./git status", "", A, Some("project-programs"), None),
+        ("{out}/secret.txt", "", D, Some("builtin:path-escape"), None),
         ("../bin/cat README.md", "", D, Some("builtin:path-escape"), None),
         ("/usr/bin/env ls", "", A, None, None),
     ];
@@ -688,10 +712,22 @@ fn program_paths_match_rules_only_where_the_name_resolves() {
     );
 
     std::fs::copy(&ls, fx.root.join("ls")).unwrap();
+    // A copy inside the root is the project's own program, not `ls`: it
+    // runs as one (contained by the kernel), never under ls's read-only rule.
     let d = decide("./ls -la");
-    assert_eq!((d.verdict, d.rule.as_str()), (R, "default"), "{}", d.reason);
+    assert_eq!(
+        (d.verdict, d.rule.as_str(), d.read_only),
+        (A, "project-programs", false),
+        "{}",
+        d.reason
+    );
     let d = decide(&format!("{}/ls", fx.root.display()));
-    assert_eq!((d.verdict, d.rule.as_str()), (R, "default"), "{}", d.reason);
+    assert_eq!(
+        (d.verdict, d.rule.as_str()),
+        (A, "project-programs"),
+        "{}",
+        d.reason
+    );
 
     std::fs::copy(&ls, fx.outside.join("ls")).unwrap();
     let d = decide(&format!("{}/ls", fx.outside.display()));
