@@ -260,6 +260,10 @@ enum PolicyCmd {
     Show {
         /// Policy file (TOML).
         file: PathBuf,
+        /// Also the rules humans saved with `approve --remember` in this
+        /// state directory, as a service using it decides.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
         /// As JSON.
         #[arg(long)]
         json: bool,
@@ -278,6 +282,10 @@ enum PolicyCmd {
         /// Working directory inside the root.
         #[arg(long, value_name = "SUBDIR")]
         cwd: Option<String>,
+        /// Also the rules humans saved with `approve --remember` in this
+        /// state directory.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
         /// As JSON.
         #[arg(long)]
         json: bool,
@@ -314,14 +322,17 @@ fn main() -> ExitCode {
     let code = match command {
         Command::Check(t) => check(t),
         Command::Policy(PolicyCmd::Validate { file }) => validate(&file),
-        Command::Policy(PolicyCmd::Show { file, json }) => policy_cli::show(&file, json),
+        Command::Policy(PolicyCmd::Show { file, state, json }) => {
+            policy_cli::show(&file, state.as_deref(), json)
+        }
         Command::Policy(PolicyCmd::Explain {
             file,
             shell,
             root,
             cwd,
+            state,
             json,
-        }) => policy_cli::explain(&file, shell, root, cwd, json),
+        }) => policy_cli::explain(&file, shell, root, cwd, state.as_deref(), json),
         Command::Serve(args) => agent_exec::serve::main(args, supervisor),
         Command::Sh { args } => agent_exec::sh::main(&args, &supervisor),
         Command::Mcp(args) => agent_exec::mcp::main(args, &supervisor),

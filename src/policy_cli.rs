@@ -15,9 +15,38 @@ fn load(file: &Path) -> Result<Policy, i32> {
     })
 }
 
-/// The effective rules: the base policy's, then each overlay's.
-pub(crate) fn show(file: &Path, json: bool) -> i32 {
-    let policy = match load(file) {
+/// The policy at `file`, amended by the rules humans saved in the state
+/// directory `state` (`approve --remember`), as a service using that state
+/// directory decides under it.
+fn load_amended(file: &Path, state: Option<&Path>) -> Result<(Policy, usize), i32> {
+    let policy = load(file)?;
+    let Some(dir) = state else {
+        return Ok((policy, 0));
+    };
+    let path = agent_exec::approvals::amendments_path(dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((policy, 0)),
+        Err(e) => {
+            eprintln!("agent-exec: {}: {e}", path.display());
+            return Err(POLICY_ERROR);
+        }
+    };
+    let before = policy.rules().len();
+    let amended = policy
+        .with_amendments(&text, &path.display().to_string())
+        .map_err(|e| {
+            eprintln!("agent-exec: {e}");
+            POLICY_ERROR
+        })?;
+    let added = amended.rules().len().saturating_sub(before);
+    Ok((amended, added))
+}
+
+/// The effective rules: the base policy's, then each overlay's, then the
+/// amendments saved in `state`.
+pub(crate) fn show(file: &Path, state: Option<&Path>, json: bool) -> i32 {
+    let (policy, amendments) = match load_amended(file, state) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -29,6 +58,7 @@ pub(crate) fn show(file: &Path, json: bool) -> i32 {
             "sha256": policy.sha256,
             "default": policy.default,
             "layers": policy.layers(),
+            "amendments": amendments,
             "shell": policy.shell,
             "env_path": policy.env.path,
             "rules": rules,
@@ -42,6 +72,12 @@ pub(crate) fn show(file: &Path, json: bool) -> i32 {
     );
     for (origin, added) in policy.layers() {
         println!("  overlay {origin}: {added} rule(s) added");
+    }
+    if let Some(dir) = state {
+        println!(
+            "  amendments {}: {amendments} rule(s) added",
+            agent_exec::approvals::amendments_path(dir).display()
+        );
     }
     println!(
         "default: {} (risk {:?})",
@@ -78,10 +114,11 @@ pub(crate) fn explain(
     shell: String,
     root: Option<PathBuf>,
     cwd: Option<String>,
+    state: Option<&Path>,
     json: bool,
 ) -> i32 {
-    let policy = match load(file) {
-        Ok(p) => p,
+    let policy = match load_amended(file, state) {
+        Ok((p, _)) => p,
         Err(code) => return code,
     };
     let root = root.unwrap_or_else(|| PathBuf::from("."));

@@ -313,3 +313,61 @@ fn an_approval_id_travels_beside_the_arguments() {
     drop(raw.stdin.take());
     assert!(raw.server.wait().unwrap().success());
 }
+
+/// The MCP session is the provenance session: a file a listing showed is
+/// `observed` (the listing's call named), a new name in a listed directory
+/// is `invented`, a path nothing showed is `assumed`.
+#[test]
+fn an_mcp_session_keeps_a_provenance_ledger() {
+    let root = project();
+    let src = root.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("a.py"), "").unwrap();
+    for d in [root.path(), src.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(src.join("a.py"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let policy_file = conf.path().join("policy.toml");
+    std::fs::write(
+        &policy_file,
+        "name = \"mcp-provenance\"\ndefault = \"deny\"\n\n[provenance]\nmode = \"tag\"\n\n\
+         [[rule]]\nid = \"ls\"\naction = \"allow\"\nrisk = \"low\"\nreason = \"lists\"\n\
+         program = \"ls\"\nread_only = true\n\n\
+         [[rule]]\nid = \"touch\"\naction = \"allow\"\nrisk = \"low\"\nreason = \"creates files\"\n\
+         program = \"touch\"\nwrites = \"operands\"\n",
+    )
+    .unwrap();
+    let mut raw = Raw::start_with(root.path(), &policy_file, &[]);
+    let mut call = |id: u32, command: &str| {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"run_shell","arguments":{{"command":"{command}"}}}}}}"#
+        ));
+        let reply = raw.reply();
+        assert_eq!(reply["id"], id, "{reply}");
+        let r = reply["result"]["structuredContent"].clone();
+        assert_eq!(r["ok"], true, "{r}");
+        r
+    };
+    let listing = call(2, "ls src");
+    assert_eq!(listing["stdout"], "a.py\n", "{listing}");
+    let tag_of = |r: &serde_json::Value, arg: &str| {
+        r["provenance"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no provenance: {r}"))
+            .iter()
+            .find(|p| p["arg"] == arg)
+            .cloned()
+            .unwrap_or_else(|| panic!("{arg} not tagged: {r}"))
+    };
+    let edit = call(3, "touch src/a.py");
+    let p = tag_of(&edit, "src/a.py");
+    assert_eq!(p["tag"], "observed", "{p}");
+    assert_eq!(p["source"], listing["call_id"], "{p}");
+    let new = call(4, "touch src/b.py");
+    assert_eq!(tag_of(&new, "src/b.py")["tag"], "invented", "{new}");
+    let guess = call(5, "touch c.py");
+    assert_eq!(tag_of(&guess, "c.py")["tag"], "assumed", "{guess}");
+    drop(raw.stdin.take());
+    assert!(raw.server.wait().unwrap().success());
+}

@@ -326,6 +326,32 @@ fn a_remembered_approval_lets_the_same_call_run_and_no_other() {
     // The amended policy still validates with the policy's own checks.
     let base = agent_exec::Policy::load(Path::new(&policy)).unwrap();
     base.with_amendments(&text_saved, "amendments").unwrap();
+
+    // `policy show --state` lists the saved rule with the policy's own,
+    // and `policy explain --state` decides the remembered call by it.
+    let rule_id = ran["matched_rule"].as_str().unwrap();
+    let shown = bin()
+        .args(["policy", "show", "--json", "--state"])
+        .arg(&fx.state)
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", text(&shown));
+    let v: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(v["amendments"], 1, "{v}");
+    let ids: Vec<&str> = v["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert!(ids.contains(&rule_id), "{rule_id} not in {ids:?}");
+    let plain = bin()
+        .args(["policy", "show"])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains(rule_id));
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! contents is kept, only names.
 
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use super::extract::Extracted;
 use crate::policy::PathArgument;
@@ -212,7 +212,7 @@ impl Ledger {
     ) {
         let is_own = |p: &str| own.iter().any(|o| o == p);
         for (dir, path) in &found.paths {
-            let base = normalize_path(cwd, Path::new(dir));
+            let base = crate::policy::normalize_lexically(cwd, Path::new(dir));
             let p = normalize(root, &base, path);
             if is_own(&p) || p == "." {
                 continue;
@@ -267,28 +267,10 @@ fn parent(p: &str) -> &str {
     }
 }
 
-fn normalize_path(base: &Path, p: &Path) -> PathBuf {
-    let mut cur = if p.is_absolute() {
-        PathBuf::from("/")
-    } else {
-        base.to_path_buf()
-    };
-    for comp in p.components() {
-        match comp {
-            Component::ParentDir => {
-                cur.pop();
-            }
-            Component::Normal(name) => cur.push(name),
-            _ => {}
-        }
-    }
-    cur
-}
-
 /// `value` resolved lexically against `base`, relative to `root` when
 /// inside it (`.` for the root), absolute otherwise.
 pub fn normalize(root: &Path, base: &Path, value: &str) -> String {
-    let full = normalize_path(base, Path::new(value));
+    let full = crate::policy::normalize_lexically(base, Path::new(value));
     match full.strip_prefix(root) {
         Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
         Ok(rel) => rel.to_string_lossy().into_owned(),

@@ -281,19 +281,7 @@ fn parse_envelope(
     if let Some(s) = &session {
         check_token(s, "session", 1, limits.max_session_chars)?;
     }
-    let key = opt_string(obj, "idempotency_key", "idempotency_key")?;
-    if let Some(k) = &key {
-        check_token(
-            k,
-            "idempotency_key",
-            limits.min_key_chars,
-            limits.max_key_chars,
-        )?;
-    }
-    let approval_id = opt_string(obj, "approval_id", "approval_id")?;
-    if let Some(a) = &approval_id {
-        check_token(a, "approval_id", 8, 128)?;
-    }
+    let (key, approval_id) = call_tokens(obj, limits)?;
     match tool {
         "describe" | "stats" => {
             match obj.get("args") {
@@ -353,7 +341,17 @@ pub(crate) fn parse_run_shell_arguments(
     core.remove("idempotency_key");
     core.remove("approval_id");
     let mut req = parse_run_shell(&core, limits)?;
-    let key = opt_string(args, "idempotency_key", "idempotency_key")?;
+    (req.idempotency_key, req.approval_id) = call_tokens(args, limits)?;
+    Ok(req)
+}
+
+/// The idempotency key and the approval id of a call, where `obj` (an
+/// envelope, or MCP's arguments) carries them, checked alike everywhere.
+fn call_tokens(
+    obj: &Map<String, Value>,
+    limits: &RequestLimits,
+) -> Result<(Option<String>, Option<String>), FieldError> {
+    let key = opt_string(obj, "idempotency_key", "idempotency_key")?;
     if let Some(k) = &key {
         check_token(
             k,
@@ -362,13 +360,11 @@ pub(crate) fn parse_run_shell_arguments(
             limits.max_key_chars,
         )?;
     }
-    let approval_id = opt_string(args, "approval_id", "approval_id")?;
+    let approval_id = opt_string(obj, "approval_id", "approval_id")?;
     if let Some(a) = &approval_id {
         check_token(a, "approval_id", 8, 128)?;
     }
-    req.idempotency_key = key;
-    req.approval_id = approval_id;
-    Ok(req)
+    Ok((key, approval_id))
 }
 
 fn parse_run_shell(

@@ -112,6 +112,7 @@ pub use load::EXAMPLE_ROOT;
 pub use overlay::SHIPPED;
 pub use project::ROOT_PLACEHOLDER;
 pub use provenance::{DEFAULT_LEDGER_ENTRIES, PathArgument, ProvenanceMode, ProvenancePolicy};
+pub use resolve::normalize_lexically;
 pub use resolve::resolve_program;
 pub use show::RuleView;
 pub use verdict::{CommandRef, Evaluation, Finding, FindingKind};

@@ -85,8 +85,10 @@ fn resolve_inner(base: &Path, p: &Path, budget: &mut u32) -> Option<(PathBuf, bo
     Some((cur, exists))
 }
 
-/// `.` and `..` removed without touching the filesystem.
-pub(crate) fn normalize_lexically(base: &Path, p: &Path) -> PathBuf {
+/// `p` against `base`, `.` and `..` removed without touching the
+/// filesystem: the one normalization the policy and the service's
+/// provenance ledger share, so both name a path alike.
+pub fn normalize_lexically(base: &Path, p: &Path) -> PathBuf {
     let mut cur = if p.is_absolute() {
         PathBuf::from("/")
     } else {
