@@ -703,7 +703,7 @@ _agent__exec() {
             return 0
             ;;
         agent__subcmd__exec__subcmd__policy__subcmd__explain)
-            opts="-h --shell --root --cwd --json --help"
+            opts="-h --shell --root --cwd --state --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -718,6 +718,10 @@ _agent__exec() {
                     return 0
                     ;;
                 --cwd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -799,12 +803,16 @@ _agent__exec() {
             return 0
             ;;
         agent__subcmd__exec__subcmd__policy__subcmd__show)
-            opts="-h --json --help"
+            opts="-h --state --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -74,11 +74,13 @@ complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -f -a "explain" -d 'Walk one decision: every rule and check that fired, and the strictest, which decides'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and not __fish_seen_subcommand_from validate show explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from validate" -s h -l help -d 'Print help'
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from show" -l state -d 'Also the rules humans saved with `approve --remember` in this state directory, as a service using it decides' -r -F
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from show" -l json -d 'As JSON'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l shell -d 'The command, as one shell string' -r
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l root -d 'Project root (default: the current directory)' -r -F
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l cwd -d 'Working directory inside the root' -r
+complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l state -d 'Also the rules humans saved with `approve --remember` in this state directory' -r -F
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -l json -d 'As JSON'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from explain" -s h -l help -d 'Print help'
 complete -c agent-exec -n "__fish_agent_exec_using_subcommand policy; and __fish_seen_subcommand_from help" -f -a "validate" -d 'Load a policy, lint it and check its embedded examples'
