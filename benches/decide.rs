@@ -315,9 +315,57 @@ fn config() -> Criterion {
         .sample_size(60)
 }
 
+/// What a one-shot CLI call pays to get its policy: `load_cached` with a
+/// warm entry (the usual call) against the full load it replaces (parse,
+/// compile every regex, check every example: the first call with these
+/// bytes and this binary). Both cases must come back
+/// with the same decisions, so a cache that silently misses or changes a
+/// decision fails here too.
+fn bench_load(c: &mut Criterion) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = manifest_dir().join("policies").join("code.toml");
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("no temporary directory: {e}"),
+    };
+    if let Err(e) = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)) {
+        panic!("cannot make the cache directory private: {e}");
+    }
+    let full = load_policy();
+    let cached = match Policy::load_cached(&path, Some(dir.path()))
+        .and_then(|_| Policy::load_cached(&path, Some(dir.path())))
+    {
+        Ok(p) => p,
+        Err(e) => panic!("cached load failed: {e}"),
+    };
+    let hit = std::fs::read_dir(dir.path()).map_or(0, Iterator::count);
+    assert_eq!(hit, 1, "the first load did not write an entry");
+    let root = project_root();
+    let ctx = Context {
+        root: &root,
+        cwd: &root,
+    };
+    for (name, text) in commands() {
+        let spec = CommandSpec::Shell(text);
+        let (a, b) = (full.decide(&spec, &ctx), cached.decide(&spec, &ctx));
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}: the cached policy decides otherwise"),
+            (a, b) => panic!("{name}: {a:?} / {b:?}"),
+        }
+    }
+    let mut group = c.benchmark_group("load");
+    group.bench_function("code_toml_cached", |b| {
+        b.iter(|| Policy::load_cached(black_box(&path), Some(dir.path())))
+    });
+    group.bench_function("code_toml_full", |b| {
+        b.iter(|| Policy::load(black_box(&path)))
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_lex, bench_decide, bench_evaluate, bench_result, bench_provenance
+    targets = bench_lex, bench_decide, bench_evaluate, bench_result, bench_provenance, bench_load
 }
 criterion_main!(benches);

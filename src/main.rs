@@ -449,9 +449,10 @@ fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
     let Some(path) = path else {
         return Err("no policy given: pass --policy FILE (no policy, no run)".into());
     };
-    // A one-shot run pays the example check once per policy and binary.
-    let memo = agent_exec::sandbox::private_dir("verified-policies");
-    Policy::load_remembering(path, memo.as_deref()).map_err(|e| e.to_string())
+    // A one-shot run parses and checks a policy once per policy bytes and
+    // binary; later calls read the compiled form (crates/policy/src/cache.rs).
+    let memo = agent_exec::sandbox::private_dir("compiled-policies");
+    Policy::load_cached(path, memo.as_deref()).map_err(|e| e.to_string())
 }
 
 fn command_of(t: &Target) -> Result<CommandSpec, String> {

@@ -143,8 +143,8 @@ pub fn main(args: &[String], supervisor: &Supervisor) -> i32 {
             "no policy: set AGENT_EXEC_POLICY or `policy` in $XDG_CONFIG_HOME/agent-exec/config.toml; nothing ran",
         );
     };
-    let memo = crate::sandbox::private_dir("verified-policies");
-    let policy = match crate::policy::Policy::load_remembering(policy_path, memo.as_deref()) {
+    let memo = crate::sandbox::private_dir("compiled-policies");
+    let policy = match crate::policy::Policy::load_cached(policy_path, memo.as_deref()) {
         Ok(p) => p,
         Err(e) => return explain(125, &format!("policy: {e}; nothing ran")),
     };

@@ -75,7 +75,7 @@ impl Policy {
             toml::from_str(text).map_err(|e| syntax_error(text, origin, e))?;
         let lines = LineIndex::new(text);
         let mut issues = Vec::new();
-        let mut added = compile_rules(&lines, &file.rules, false, &mut issues);
+        let mut added = compile_rules(&lines, &file.rules, &mut issues);
         let base = self.engine.rules.all();
         for rule in &mut added {
             if rule.action != Verdict::Allow || rule.pattern.is_some() {

@@ -84,6 +84,7 @@ use serde::{Deserialize, Serialize};
 mod amend;
 mod awk;
 mod builtins;
+mod cache;
 mod control;
 mod engine;
 mod error;

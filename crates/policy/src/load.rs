@@ -2,9 +2,9 @@
 //! policy's own examples, in that order. Nothing half-valid comes out.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
@@ -101,7 +101,7 @@ pub(crate) struct RuleFile {
     writes: Writes,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ExampleFile {
     command: String,
@@ -117,18 +117,8 @@ pub(crate) struct ExampleFile {
 impl Policy {
     /// Parses and validates policy text; `origin` names it in messages.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
-        Policy::parse_with(text, origin, None)
-    }
-
-    pub(crate) fn parse_with(
-        text: &str,
-        origin: &str,
-        memo_dir: Option<&Path>,
-    ) -> Result<Policy, PolicyError> {
         let file: PolicyFile = toml::from_str(text).map_err(|e| syntax_error(text, origin, e))?;
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
-        let marker = memo_dir.and_then(|dir| memo_marker(dir, &sha256));
-        let remembered = marker.as_ref().is_some_and(|m| m.exists());
         let lines = LineIndex::new(text);
         let mut issues = Vec::new();
 
@@ -159,14 +149,7 @@ impl Policy {
                 message: "must be between 1 and 16".into(),
             });
         }
-        // regex-lite: this pattern only ever meets a few dozen short variable
-        // names, so building it (15x faster than a full regex, measured)
-        // is what counts; its case folding is ASCII, like the other
-        // policy regexes.
-        let secret_names = match regex_lite::RegexBuilder::new(&file.env.secret_pattern)
-            .case_insensitive(true)
-            .build()
-        {
+        let secret_names = match secret_regex(&file.env.secret_pattern) {
             Ok(re) => Some(re),
             Err(e) => {
                 issues.push(Issue {
@@ -206,7 +189,7 @@ impl Policy {
                 message: "must be at least 1 (seconds an approval holds)".into(),
             });
         }
-        let rules = compile_rules(&lines, &file.rules, remembered, &mut issues);
+        let rules = compile_rules(&lines, &file.rules, &mut issues);
         let Some(secret_names) = secret_names.filter(|_| issues.is_empty()) else {
             return Err(PolicyError::Invalid {
                 origin: origin.to_string(),
@@ -241,17 +224,11 @@ impl Policy {
             layers: Vec::new(),
         };
         policy.engine.example_count = file.examples.len();
-        if remembered {
-            return Ok(policy);
-        }
         compile_all(policy.engine.rules.all()).map_err(|issues| PolicyError::Invalid {
             origin: origin.to_string(),
             issues,
         })?;
         check_examples(&policy, origin, &policy.examples)?;
-        if let Some(m) = marker {
-            remember(&m);
-        }
         Ok(policy)
     }
 }
@@ -310,47 +287,14 @@ pub(crate) fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
     }
 }
 
-/// Where a full load of these policy bytes by this binary is remembered.
-/// The binary is named by its version and its file's identity (device,
-/// inode, size, mtime), so a rebuilt engine checks the examples again.
-fn memo_marker(dir: &Path, policy_sha256: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let exe = std::fs::metadata("/proc/self/exe").ok()?;
-    let identity = format!(
-        "{}:{}:{}:{}:{}:{}",
-        env!("CARGO_PKG_VERSION"),
-        exe.dev(),
-        exe.ino(),
-        exe.size(),
-        exe.mtime(),
-        exe.mtime_nsec()
-    );
-    let binary = hex::encode(Sha256::digest(identity.as_bytes()));
-    Some(dir.join(format!("{policy_sha256}-{}", &binary[..16])))
-}
-
-/// Best effort: without the marker the next run loads in full. Markers of
-/// other binaries (earlier builds) are dropped once they pile up.
-fn remember(marker: &Path) {
-    const KEEP: usize = 32;
-    let (Some(dir), Some(name)) = (marker.parent(), marker.file_name()) else {
-        return;
-    };
-    let ours = name
-        .to_string_lossy()
-        .rsplit_once('-')
-        .map(|(_, binary)| format!("-{binary}"));
-    if let (Ok(entries), Some(ours)) = (std::fs::read_dir(dir), ours) {
-        let names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
-        if names.len() >= KEEP {
-            for n in names {
-                if !n.to_string_lossy().ends_with(&ours) {
-                    let _ = std::fs::remove_file(dir.join(n));
-                }
-            }
-        }
-    }
-    let _ = std::fs::write(marker, b"");
+/// `[env] secret_pattern`, compiled. regex-lite: this pattern only ever
+/// meets a few dozen short variable names, so building it (15x faster
+/// than a full regex, measured) is what counts; its case folding is ASCII,
+/// like the other policy regexes.
+pub(crate) fn secret_regex(pattern: &str) -> Result<regex_lite::Regex, regex_lite::Error> {
+    regex_lite::RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .build()
 }
 
 /// The file's text and how to name it in messages.
@@ -389,12 +333,9 @@ fn find_key_line(text: &str, key: &str) -> usize {
         .map_or(0, |i| i + 1)
 }
 
-/// `remembered`: these exact bytes passed a full load before, so the
-/// regexes' syntax is known good and is not parsed again.
 pub(crate) fn compile_rules(
     lines: &LineIndex,
     files: &[Spanned<RuleFile>],
-    remembered: bool,
     issues: &mut Vec<Issue>,
 ) -> Vec<Rule> {
     let mut rules = Vec::with_capacity(files.len());
@@ -402,7 +343,7 @@ pub(crate) fn compile_rules(
     for spanned in files {
         let id = &spanned.get_ref().id;
         let first = seen.insert(id.get_ref().as_str(), lines.line(id.span().start));
-        rules.push(compile_rule(lines, spanned, first, remembered, issues));
+        rules.push(compile_rule(lines, spanned, first, issues));
     }
     check_contradictions(&rules, issues);
     rules
@@ -436,7 +377,6 @@ fn compile_rule(
     lines: &LineIndex,
     spanned: &Spanned<RuleFile>,
     duplicate_of: Option<usize>,
-    remembered: bool,
     issues: &mut Vec<Issue>,
 ) -> Rule {
     let line = lines.line(spanned.span().start);
@@ -477,12 +417,7 @@ fn compile_rule(
     }
     let mut regex = |field: &Option<Spanned<String>>, key: &str| {
         let source = field.as_ref()?;
-        let checked = if remembered {
-            Ok(LazyRegex::new(source.get_ref().clone()))
-        } else {
-            LazyRegex::checked(source.get_ref())
-        };
-        checked
+        LazyRegex::checked(source.get_ref())
             .map_err(|e| {
                 p.at(
                     lines.line(source.span().start),

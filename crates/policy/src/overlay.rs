@@ -105,16 +105,25 @@ impl Policy {
     }
 
     /// `load` for a one-shot CLI: a policy whose exact bytes this exact
-    /// binary has fully loaded before (remembered as a marker in
-    /// `memo_dir`, a directory only the supervisor's user can write) skips
-    /// the example check and compiles its regexes on first use. Anything
-    /// else gets the full load, and a success is remembered.
-    pub fn load_remembering(path: &Path, memo_dir: Option<&Path>) -> Result<Policy, PolicyError> {
+    /// binary has fully loaded before is read from its compiled form in
+    /// `cache_dir`, a directory only the supervisor's user can write (see
+    /// `cache.rs` for what makes an entry usable). Anything else gets the
+    /// full load, whose result is cached. Overlays always load in full.
+    pub fn load_cached(path: &Path, cache_dir: Option<&Path>) -> Result<Policy, PolicyError> {
         let (text, shown) = read(path)?;
         if is_overlay(&text) {
             return Policy::load_overlay(path, &text, &shown, 0);
         }
-        Policy::parse_with(&text, &shown, memo_dir)
+        let Some(dir) = cache_dir else {
+            return Policy::parse(&text, &shown);
+        };
+        let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
+        if let Some(policy) = crate::cache::load(dir, &sha256, &shown) {
+            return Ok(policy);
+        }
+        let policy = Policy::parse(&text, &shown)?;
+        crate::cache::store(dir, &policy);
+        Ok(policy)
     }
 
     /// The overlays layered on the base policy, in order: where each came
@@ -235,7 +244,7 @@ impl Policy {
                 message: "an overlay handed to with_overlay is layered on the policy it is given; remove `extends`".into(),
             });
         }
-        let added = compile_rules(&lines, &file.rules, false, &mut issues);
+        let added = compile_rules(&lines, &file.rules, &mut issues);
         for rule in &added {
             if self.engine.rules.all().iter().any(|r| r.id == rule.id) {
                 issues.push(Issue {

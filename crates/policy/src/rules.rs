@@ -6,14 +6,14 @@ use std::sync::OnceLock;
 
 use agent_exec_lexer::Word;
 use regex_automata::meta::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::resolve::basename;
 use crate::{RiskLevel, Verdict};
 
 /// How an allowed program uses its operands (decides which paths must be
 /// inside the root rather than merely readable).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Writes {
     /// Operands are only read.
@@ -30,7 +30,7 @@ pub(crate) enum Writes {
 }
 
 /// One entry of a rule's `options` list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum OptSpec {
     /// `--name`: also `--name=value` and unambiguous-looking abbreviations
     /// (`--to-com` for `--to-command`), which GNU getopt accepts.
@@ -109,8 +109,8 @@ impl OptSpec {
     }
 }
 
-/// A compiled `[[rule]]`.
-#[derive(Debug, Clone)]
+/// A compiled `[[rule]]` (serialized only for the compiled-policy cache).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Rule {
     pub id: String,
     pub action: Verdict,
@@ -158,6 +158,19 @@ pub(crate) struct Rule {
 pub(crate) struct LazyRegex {
     source: String,
     compiled: OnceLock<Option<Regex>>,
+}
+
+/// Cached as its source, compiled again on first use like any other.
+impl Serialize for LazyRegex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.source)
+    }
+}
+
+impl<'de> Deserialize<'de> for LazyRegex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LazyRegex, D::Error> {
+        String::deserialize(d).map(LazyRegex::new)
+    }
 }
 
 impl LazyRegex {

@@ -360,7 +360,7 @@ fn resolve_program_follows_path_order_and_skips_relative_entries() {
     assert_eq!(resolve_program("tool", "relative"), None);
 }
 
-/// The marker file a full load leaves in the memo dir (exactly one).
+/// The entry a full load leaves in the cache dir (exactly one).
 fn only_marker(dir: &Path) -> String {
     let names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -371,29 +371,31 @@ fn only_marker(dir: &Path) -> String {
 }
 
 #[test]
-fn a_full_load_is_remembered_per_policy_bytes_and_binary() {
+fn a_full_load_is_cached_per_policy_bytes_and_binary() {
     let memo = tempfile::tempdir().unwrap();
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), BASE).unwrap();
-    let p = Policy::load_remembering(file.path(), Some(memo.path())).unwrap();
+    let p = Policy::load_cached(file.path(), Some(memo.path())).unwrap();
     let marker = only_marker(memo.path());
     let sha = hex::encode(Sha256::digest(BASE.as_bytes()));
     assert!(marker.starts_with(&format!("{sha}-")), "{marker}");
     assert_eq!(p.sha256, sha);
-    // The same bytes again: remembered, same marker, same policy.
-    let again = Policy::load_remembering(file.path(), Some(memo.path())).unwrap();
+    // The same bytes again: read from the entry, which stays as it was.
+    let bytes = std::fs::read(memo.path().join(&marker)).unwrap();
+    let again = Policy::load_cached(file.path(), Some(memo.path())).unwrap();
     assert_eq!(only_marker(memo.path()), marker);
+    assert_eq!(std::fs::read(memo.path().join(&marker)).unwrap(), bytes);
     assert_eq!(again.sha256, sha);
 }
 
 #[test]
-fn failing_examples_are_never_remembered() {
+fn failing_examples_are_never_cached() {
     let memo = tempfile::tempdir().unwrap();
     let file = tempfile::NamedTempFile::new().unwrap();
     let bad = format!("{BASE}\n[[example]]\ncommand = \"rm x\"\ndecision = \"allow\"\n");
     std::fs::write(file.path(), &bad).unwrap();
     for _ in 0..2 {
-        let e = match Policy::load_remembering(file.path(), Some(memo.path())) {
+        let e = match Policy::load_cached(file.path(), Some(memo.path())) {
             Ok(_) => panic!("a policy whose example fails must not load"),
             Err(e) => e.to_string(),
         };
@@ -403,15 +405,16 @@ fn failing_examples_are_never_remembered() {
 }
 
 #[test]
-fn only_the_marker_for_these_exact_bytes_skips_the_example_check() {
-    // Learn this binary's marker suffix from a good policy, then plant a
-    // marker for a policy whose example fails: the remembered load trusts
-    // it (that is the mechanism), the full load still refuses, and one
-    // changed byte is not remembered.
+fn a_planted_entry_does_not_skip_the_example_check() {
+    // Learn this binary's entry suffix from a good policy, then plant
+    // entries for a policy whose example fails: an empty file (what the
+    // earlier marker was) and the good policy's entry under the bad
+    // policy's name. Neither names the bad bytes with a matching digest,
+    // so both are ignored and the full load refuses.
     let memo = tempfile::tempdir().unwrap();
     let good = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(good.path(), BASE).unwrap();
-    Policy::load_remembering(good.path(), Some(memo.path())).unwrap();
+    Policy::load_cached(good.path(), Some(memo.path())).unwrap();
     let marker = only_marker(memo.path());
     let suffix = marker.split_once('-').unwrap().1.to_string();
 
@@ -419,25 +422,24 @@ fn only_the_marker_for_these_exact_bytes_skips_the_example_check() {
     let bad = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(bad.path(), &bad_text).unwrap();
     let bad_sha = hex::encode(Sha256::digest(bad_text.as_bytes()));
-    std::fs::write(memo.path().join(format!("{bad_sha}-{suffix}")), b"").unwrap();
-    assert!(Policy::load_remembering(bad.path(), Some(memo.path())).is_ok());
+    let planted = memo.path().join(format!("{bad_sha}-{suffix}"));
+    std::fs::write(&planted, b"").unwrap();
+    assert!(Policy::load_cached(bad.path(), Some(memo.path())).is_err());
+    std::fs::copy(memo.path().join(&marker), &planted).unwrap();
+    assert!(Policy::load_cached(bad.path(), Some(memo.path())).is_err());
     assert!(Policy::load(bad.path()).is_err());
-
-    let changed = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(changed.path(), format!("{bad_text} ")).unwrap();
-    assert!(Policy::load_remembering(changed.path(), Some(memo.path())).is_err());
 }
 
 #[test]
-fn a_remembered_policy_decides_like_a_fully_loaded_one() {
+fn a_cached_policy_decides_like_a_fully_loaded_one() {
     use agent_exec_policy::CommandSpec;
     use agent_exec_policy::Context;
     let path = Path::new(POLICIES).join("code.toml");
     let memo = tempfile::tempdir().unwrap();
     let full = Policy::load(&path).unwrap();
-    Policy::load_remembering(&path, Some(memo.path())).unwrap();
-    // Second load: remembered, regexes compiled lazily on first use.
-    let lazy = Policy::load_remembering(&path, Some(memo.path())).unwrap();
+    Policy::load_cached(&path, Some(memo.path())).unwrap();
+    // Second load: from the entry, regexes compiled lazily on first use.
+    let lazy = Policy::load_cached(&path, Some(memo.path())).unwrap();
     let root = tempfile::tempdir().unwrap();
     let ctx = Context {
         root: root.path(),
@@ -469,14 +471,14 @@ fn a_remembered_policy_decides_like_a_fully_loaded_one() {
 }
 
 #[test]
-fn markers_of_other_binaries_are_dropped_once_they_pile_up() {
+fn entries_of_other_binaries_are_dropped_once_they_pile_up() {
     let memo = tempfile::tempdir().unwrap();
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), BASE).unwrap();
     for i in 0..40 {
         std::fs::write(memo.path().join(format!("{i:064x}-{:016x}", i + 1)), b"").unwrap();
     }
-    Policy::load_remembering(file.path(), Some(memo.path())).unwrap();
+    Policy::load_cached(file.path(), Some(memo.path())).unwrap();
     let sha = hex::encode(Sha256::digest(BASE.as_bytes()));
     let left: Vec<String> = std::fs::read_dir(memo.path())
         .unwrap()

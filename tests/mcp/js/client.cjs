@@ -88,7 +88,7 @@ async function main() {
   check(r.structuredContent.stdout === 'key=\n', 'the secret is not in the environment', r);
 
   // Approval needed and this client offers no elicitation: refused, not run.
-  r = await call({ command: 'printenv PATH' });
+  r = await call({ command: 'getconf PATH' });
   check(
     r.isError && r.structuredContent.error_type === 'APPROVAL_REQUIRED' && r.structuredContent.approved === null,
     'approval refused without a human',

@@ -150,7 +150,7 @@ async def main():
 
             # Approval through elicitation: accepted once, then declined, then
             # answered too late.
-            cmd = "printenv PATH # \u200bhidden"
+            cmd = "getconf PATH # \u200bhidden"
             r = await session.call_tool("run_shell", {"command": cmd})
             s = structured(r, schema)
             check(not r.is_error and s["approved"] is True and "/usr/bin" in s["stdout"], "accepted approval ran", s)
@@ -171,7 +171,7 @@ async def main():
             )
             check(len(elicitations) == 3, "three elicitations", elicitations)
             for m in elicitations:
-                check("printenv PATH # \\u{200b}hidden" in m and "\u200b" not in m, "escaped command shown", m)
+                check("getconf PATH # \\u{200b}hidden" in m and "\u200b" not in m, "escaped command shown", m)
                 check("rule " in m and "risk" in m, "rule and risk shown", m)
             seen_text.extend(elicitations)
 
