@@ -129,6 +129,9 @@ _NORMS = [
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?Z?"), "<date>"),
     (re.compile(r"(Date:\s+).*"), r"\1<date>"),
     (re.compile(r"\d+ (seconds?|minutes?|hours?|days?) ago"), "<ago>"),
+    # Centred banners (pytest's `==== 145 passed in 9.36s ====`) pad to a
+    # fixed width, so a timing one digit longer shifts the padding.
+    (re.compile(r"([=_-])\1{2,}"), r"\1\1\1"),
 ]
 
 
