@@ -214,7 +214,7 @@ fn probe(policy: Policy, root: &Path, supervisor: &Supervisor) -> ToolResult {
 }
 
 /// Every line the report has, in order.
-const LAYER_NAMES: [&str; 11] = [
+const LAYER_NAMES: [&str; 12] = [
     "landlock",
     "landlock_net",
     "landlock_scopes",
@@ -223,6 +223,7 @@ const LAYER_NAMES: [&str; 11] = [
     "privilege_drop",
     "mount_namespace",
     "ipc_namespace",
+    "net_namespace",
     "cgroup",
     "cgroup_pids",
     "cgroup_memory",
@@ -291,6 +292,12 @@ fn layers(s: &agent_exec::SandboxSummary, abi: u32, euid: u32) -> Vec<LayerRepor
             "ipc_namespace",
             has_limit("ipc_namespace"),
             "SysV IPC objects are the run's own".into(),
+            namespace_reason(euid),
+        ),
+        line(
+            "net_namespace",
+            has_limit("net_namespace"),
+            "an empty network namespace: no host socket is listed or reachable".into(),
             namespace_reason(euid),
         ),
         line(

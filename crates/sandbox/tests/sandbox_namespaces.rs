@@ -649,7 +649,7 @@ fn without_cap_sys_admin() {
 
     let sb = sandbox_with(&r.path, config());
     let s = sb.summary();
-    for n in ["mount_namespace", "ipc_namespace"] {
+    for n in ["mount_namespace", "ipc_namespace", "net_namespace"] {
         assert!(s.not_applied.iter().any(|l| l == n), "{s:?}");
         assert!(!s.limits.iter().any(|l| l == n), "{s:?}");
     }
@@ -746,4 +746,80 @@ fn a_runs_namespaces_are_held_while_it_runs_and_released_after() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(!held(), "a handle on {mnt} or {ipc} outlived the run");
+}
+
+/// What the run's main process reads in `/proc/self/net/{unix,tcp}`, and
+/// the network namespace it is in.
+fn net_view(sb: &Sandbox, root: &Path) -> Out {
+    py(
+        sb,
+        root,
+        "import os\n\
+         print(os.readlink('/proc/self/ns/net'))\n\
+         print(open('/proc/self/net/unix').read())\n\
+         print(open('/proc/self/net/tcp').read())\n",
+    )
+}
+
+#[test]
+fn runs_without_network_see_none_of_the_hosts_sockets() {
+    let _serial = shared();
+    let r = ns_root();
+    let Some(sb) = isolated(&r.path, config()) else {
+        return;
+    };
+    let s = sb.summary();
+    assert!(s.limits.iter().any(|l| l == "net_namespace"), "{s:?}");
+    // On the host: a listening pathname socket and a TCP listener, both
+    // in the host's tables.
+    let name = marker();
+    let sock = Path::new("/var/lib/agent-exec-tests").join(format!("{name}.sock"));
+    let _unix = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = format!(":{:04X}", tcp.local_addr().unwrap().port());
+    let host_unix = std::fs::read_to_string("/proc/self/net/unix").unwrap();
+    let host_tcp = std::fs::read_to_string("/proc/self/net/tcp").unwrap();
+    assert!(host_unix.contains(&name));
+    assert!(host_tcp.contains(&port));
+
+    let o = net_view(&sb, &r.path);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let run_ns = o.stdout.lines().next().unwrap().to_string();
+    assert_ne!(run_ns, host_ns("net"), "{o:?}");
+    assert!(
+        !o.stdout.contains(&name),
+        "the host's socket is listed: {o:?}"
+    );
+    assert!(
+        !o.stdout.contains(&port),
+        "the host's listener is listed: {o:?}"
+    );
+    // One namespace per sandbox, made once: the next run is in the same.
+    let again = net_view(&sb, &r.path);
+    assert_eq!(again.stdout.lines().next(), Some(run_ns.as_str()));
+    let _ = std::fs::remove_file(&sock);
+
+    // A policy that grants loopback ports keeps the host's network (which
+    // Landlock then narrows to those ports), and the summary says so.
+    let ported = sandbox_with(
+        &r.path,
+        SandboxConfig {
+            connect_ports: vec![tcp.local_addr().unwrap().port()],
+            ..config()
+        },
+    );
+    let s = ported.summary();
+    assert!(
+        !s.limits
+            .iter()
+            .chain(&s.not_applied)
+            .any(|l| l == "net_namespace"),
+        "{s:?}"
+    );
+    let o = net_view(&ported, &r.path);
+    assert_eq!(
+        o.stdout.lines().next(),
+        Some(host_ns("net").as_str()),
+        "{o:?}"
+    );
 }

@@ -52,6 +52,10 @@ struct Shared {
     /// The runs' own mount namespace; `None`: runs share the supervisor's
     /// (and its IPC namespace).
     mounts: Option<mounts::Layout>,
+    /// The empty network namespace every run joins, for a sandbox without
+    /// network whose runs get their own mount namespace; `None`: runs
+    /// share the supervisor's.
+    network: Option<OwnedFd>,
     summary: Summary,
 }
 
@@ -327,6 +331,7 @@ impl RunSandbox {
                 .mounts
                 .as_ref()
                 .map(|layout| layout.plan(self.run_keep.as_ref())),
+            network: s.network.as_ref().map(|fd| fd.as_raw_fd()),
         }
     }
 }

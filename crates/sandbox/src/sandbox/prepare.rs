@@ -52,6 +52,10 @@ impl Sandbox {
         })?;
         let inet = !cfg.connect_ports.is_empty() || !cfg.bind_ports.is_empty();
         let mut notes = Notes::default();
+        // Made beside the rest of the preparation: its kernel work (about a
+        // millisecond) overlaps the Landlock and cgroup planning below.
+        let network_ns = (!inet && cfg.namespaces != Namespaces::Off && namespaces_possible())
+            .then(|| std::thread::spawn(crate::spawn::sys::empty_network_namespace));
 
         let choice = layers::landlock(cfg, inet, &mut notes)?;
         let options = seccomp::Options {
@@ -125,6 +129,31 @@ impl Sandbox {
         if mounts.is_some() {
             limits.extend(NAMESPACES.iter().map(|n| n.to_string()));
         }
+        let network_ns = match network_ns.map(|t| t.join()) {
+            Some(Ok(Ok(fd))) if mounts.is_some() => {
+                limits.push(NET_NAMESPACE.to_string());
+                Some(fd)
+            }
+            // Not asked for (the policy grants ports, or no namespaces).
+            None if inet || cfg.namespaces == Namespaces::Off => None,
+            // Without mount namespaces this was recorded as not applied.
+            _ if mounts.is_none() => None,
+            failed => {
+                if cfg.namespaces == Namespaces::Required {
+                    let source = match failed {
+                        Some(Ok(Err(e))) => Some(e),
+                        _ => None,
+                    };
+                    return Err(SandboxError::Namespaces {
+                        reason: "the kernel refused an empty network namespace for the runs"
+                            .to_string(),
+                        source,
+                    });
+                }
+                notes.not_applied.push(NET_NAMESPACE.to_string());
+                None
+            }
+        };
 
         let summary = Summary {
             landlock_abi: choice.abi,
@@ -155,6 +184,7 @@ impl Sandbox {
                 rundir_base,
                 root,
                 mounts,
+                network: network_ns,
                 summary,
             }),
         })
@@ -254,6 +284,18 @@ fn landlock_plan(
 /// them and in `not_applied` when `auto` could not.
 const NAMESPACES: [&str; 2] = ["mount_namespace", "ipc_namespace"];
 
+/// The summary's name for the runs' shared empty network namespace: in
+/// `limits` when runs join it, in `not_applied` when a sandbox without
+/// network could not make it (and namespaces were possible otherwise,
+/// or not: then it joins the two above).
+const NET_NAMESPACE: &str = "net_namespace";
+
+/// Whether trying to make namespaces can succeed, cheaply: a definite
+/// "no" (no CAP_SYS_ADMIN) spares the thread.
+fn namespaces_possible() -> bool {
+    !matches!(crate::spawn::sys::namespaces_known(), Some(Err(_)))
+}
+
 /// Every path the child may use, where it lands once symlinks are
 /// followed, and whether it is a directory: what a run's mount namespace
 /// must keep visible.
@@ -317,6 +359,9 @@ fn namespaces(
     notes
         .not_applied
         .extend(NAMESPACES.iter().map(|n| n.to_string()));
+    if cfg.connect_ports.is_empty() && cfg.bind_ports.is_empty() {
+        notes.not_applied.push(NET_NAMESPACE.to_string());
+    }
     Ok(None)
 }
 

@@ -118,6 +118,10 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
                 Ok(())
             }
             (Step::Unshare, Some(_)) => mounts::unshare(),
+            (Step::JoinNetwork, Some(c)) => match c.network {
+                Some(fd) => check(super::sys::join_network(fd), step),
+                None => Ok(()),
+            },
             (Step::MountPrivate, Some(_)) => mounts::make_private(),
             (Step::MountView, Some(c)) => match &c.mounts {
                 Some(plan) => mounts::mount_view(plan, &mut st.scratch),

@@ -132,6 +132,9 @@ pub(crate) struct Confinement<'a> {
     pub seccomp: Option<&'a [libc::sock_filter]>,
     /// The run's own mount and IPC namespaces; `None`: the supervisor's.
     pub mounts: Option<mounts::MountPlan<'a>>,
+    /// The sandbox's empty network namespace, joined before the privilege
+    /// drop; `None`: the supervisor's.
+    pub network: Option<RawFd>,
 }
 
 /// What to run, fully prepared in the parent.

@@ -27,6 +27,8 @@ pub(crate) enum Step {
     Rlimit,
     /// A mount and an IPC namespace of the child's own.
     Unshare,
+    /// The sandbox's empty network namespace, for runs without network.
+    JoinNetwork,
     /// Every mount of the new namespace private (no propagation to the
     /// host).
     MountPrivate,
@@ -70,7 +72,7 @@ pub(crate) enum Step {
 ///   unprivileged process;
 /// - `chdir` after the uid change, so the child user's permissions apply;
 /// - seccomp last before exec: the filter refuses nothing exec needs.
-pub(crate) const STEPS: [Step; 26] = [
+pub(crate) const STEPS: [Step; 27] = [
     Step::Signals,
     Step::Setsid,
     Step::ParentDeath,
@@ -79,6 +81,7 @@ pub(crate) const STEPS: [Step; 26] = [
     Step::CgroupJoin,
     Step::Rlimit,
     Step::Unshare,
+    Step::JoinNetwork,
     Step::MountPrivate,
     Step::MountView,
     Step::CapAmbient,
@@ -111,6 +114,7 @@ impl Step {
             Step::CgroupJoin => "cgroup_join",
             Step::Rlimit => "rlimit",
             Step::Unshare => "unshare_namespaces",
+            Step::JoinNetwork => "join_network_namespace",
             Step::MountPrivate => "mount_private",
             Step::MountView => "mount_view",
             Step::CapAmbient => "capabilities_ambient",
@@ -196,6 +200,22 @@ mod tests {
             Step::MountPrivate,
             "only the child's own namespace may be changed",
         ),
+        (
+            Step::JoinNetwork,
+            Step::CapBounding,
+            "setns needs CAP_SYS_ADMIN: before the privilege drop",
+        ),
+        (
+            Step::JoinNetwork,
+            Step::Setuid,
+            "setns needs CAP_SYS_ADMIN: before the uid change",
+        ),
+        (
+            Step::JoinNetwork,
+            Step::Capset,
+            "setns needs CAP_SYS_ADMIN: before capset",
+        ),
+        (Step::JoinNetwork, Step::Seccomp, "the filter refuses setns"),
         (
             Step::MountPrivate,
             Step::MountView,

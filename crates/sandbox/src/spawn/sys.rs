@@ -397,6 +397,53 @@ pub(crate) fn probe_namespaces(target: &std::ffi::CStr) -> io::Result<()> {
         .map_err(|_| io::Error::other("the namespace probe thread panicked"))?
 }
 
+/// A network namespace with nothing in it (a loopback device that stays
+/// down), for runs without network: joined by each child with `setns`,
+/// which costs microseconds where making one costs about a millisecond
+/// (BENCHMARKS.md), so a sandbox makes it once and its runs share it. In
+/// it a run sees no host socket: `/proc/self/net/*` lists only what runs
+/// made, abstract Unix sockets and every address family reach only other
+/// runs, and those are kept apart by Landlock's scopes where the kernel
+/// has them (ABI 6). Made on a thread of its own (unsharing the network
+/// namespace is allowed in a threaded process), whose namespace outlives
+/// it through the returned descriptor.
+pub(crate) fn empty_network_namespace() -> io::Result<OwnedFd> {
+    let make = || -> io::Result<OwnedFd> {
+        // SAFETY: integer argument only; changes only this thread's
+        // network namespace, and the thread ends right after.
+        if unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNET) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: static NUL-terminated path; the descriptor returned is
+        // new and owned by nothing else.
+        let fd = unsafe {
+            libc::open(
+                c"/proc/thread-self/ns/net".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    std::thread::Builder::new()
+        .name("agent-exec-netns".into())
+        .spawn(make)?
+        .join()
+        .map_err(|_| io::Error::other("the network namespace thread panicked"))?
+}
+
+/// The network namespace `fd` names, for the child: `setns` into it.
+///
+/// # Safety
+/// Child side only (between clone and exec); `fd` open.
+pub(crate) unsafe fn join_network(fd: RawFd) -> libc::c_long {
+    // SAFETY: integer arguments only.
+    unsafe { libc::syscall(libc::SYS_setns, fd, libc::CLONE_NEWNET) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
