@@ -151,8 +151,14 @@ def classify(b: dict, s: dict, work: Path, bare_home: str, setup_ok: bool) -> tu
         return "knock_on", "a setup step failed sandboxed but not bare"
     bo = norm(b["stdout"] + "\n" + b["stderr"], work, bare_home)
     so_raw = s["stdout"] + "\n" + s["stderr"]
-    so = norm(so_raw, work, None)
+    # The owner's home in sandboxed output is the same directory (the
+    # toolchains the policy grants live there), so it is named alike.
+    so = norm(so_raw, work, bare_home)
     if b["exit"] == s["exit"] and bo == so:
+        return "same", ""
+    # Parallel runners (cargo's doctests, pytest-xdist) print the same lines
+    # in an order that changes from run to run, bare or not.
+    if b["exit"] == s["exit"] and sorted(bo.splitlines()) == sorted(so.splitlines()):
         return "same", ""
     if b["exit"] == s["exit"]:
         so_home = re.sub(r"/tmp/<tmp>|/[^\s:]*agent-exec[^\s:]*home[^\s:]*", "<HOME>", so)

@@ -129,6 +129,11 @@ def owner_env(owner: str, kind: str, work: Path, home: Path, cache: Path) -> dic
     else:
         env.update(HOME=str(cache / "homes" / "root"), USER="root", LOGNAME="root",
                    RUSTUP_HOME="/root/.rustup", CARGO_HOME="/root/.cargo")
+        # A stand-in HOME keeps the runs' files out of /root, but git's
+        # identity is root's own (as in a root shell, and as the sandbox
+        # reads it from root's passwd home): none when root has none.
+        real = Path("/root/.gitconfig")
+        env["GIT_CONFIG_GLOBAL"] = str(real) if real.exists() else os.devnull
         env["PATH"] = f"/root/.cargo/bin:{SYSTEM_PATH}"
     if kind == "python":
         # The project's virtualenv is active in the owner's shell, as the

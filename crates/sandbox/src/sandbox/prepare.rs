@@ -52,10 +52,16 @@ impl Sandbox {
         })?;
         let inet = !cfg.connect_ports.is_empty() || !cfg.bind_ports.is_empty();
         let mut notes = Notes::default();
-        // Made beside the rest of the preparation: its kernel work (about a
-        // millisecond) overlaps the Landlock and cgroup planning below.
+        // Started by the supervisor before the policy was loaded, or here,
+        // beside the rest of the preparation: either way its kernel work
+        // (about a millisecond) overlaps other work.
         let network_ns = (!inet && cfg.namespaces != Namespaces::Off && namespaces_possible())
-            .then(|| std::thread::spawn(crate::spawn::sys::empty_network_namespace));
+            .then(|| {
+                supervisor
+                    .take_network_namespace()
+                    .or_else(crate::spawn::sys::start_empty_network_namespace)
+            })
+            .flatten();
 
         let choice = layers::landlock(cfg, inet, &mut notes)?;
         let options = seccomp::Options {

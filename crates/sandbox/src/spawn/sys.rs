@@ -397,17 +397,19 @@ pub(crate) fn probe_namespaces(target: &std::ffi::CStr) -> io::Result<()> {
         .map_err(|_| io::Error::other("the namespace probe thread panicked"))?
 }
 
-/// A network namespace with nothing in it (a loopback device that stays
-/// down), for runs without network: joined by each child with `setns`,
-/// which costs microseconds where making one costs about a millisecond
-/// (BENCHMARKS.md), so a sandbox makes it once and its runs share it. In
-/// it a run sees no host socket: `/proc/self/net/*` lists only what runs
-/// made, abstract Unix sockets and every address family reach only other
-/// runs, and those are kept apart by Landlock's scopes where the kernel
-/// has them (ABI 6). Made on a thread of its own (unsharing the network
-/// namespace is allowed in a threaded process), whose namespace outlives
-/// it through the returned descriptor.
-pub(crate) fn empty_network_namespace() -> io::Result<OwnedFd> {
+/// Starts making a network namespace with nothing in it (a loopback
+/// device that stays down), for runs without network: joined by each child
+/// with `setns`, which costs microseconds where making one costs about a
+/// millisecond of kernel work (BENCHMARKS.md), so a sandbox makes it once
+/// and its runs share it, and the work runs on a thread of its own while
+/// the caller goes on (the supervisor starts it before the policy is even
+/// loaded). In it a run sees no host socket: `/proc/self/net/*` lists only
+/// what runs made, and abstract Unix sockets and every address family
+/// reach only other runs, which Landlock's scopes keep apart where the
+/// kernel has them (ABI 6). Unsharing the network namespace is allowed in
+/// a threaded process; the thread's namespace outlives it through the
+/// descriptor it returns. `None` when no thread could be started.
+pub(crate) fn start_empty_network_namespace() -> Option<PendingNetwork> {
     let make = || -> io::Result<OwnedFd> {
         // SAFETY: integer argument only; changes only this thread's
         // network namespace, and the thread ends right after.
@@ -430,10 +432,12 @@ pub(crate) fn empty_network_namespace() -> io::Result<OwnedFd> {
     };
     std::thread::Builder::new()
         .name("agent-exec-netns".into())
-        .spawn(make)?
-        .join()
-        .map_err(|_| io::Error::other("the network namespace thread panicked"))?
+        .spawn(make)
+        .ok()
 }
+
+/// A network namespace on its way (see [`start_empty_network_namespace`]).
+pub(crate) type PendingNetwork = std::thread::JoinHandle<io::Result<OwnedFd>>;
 
 /// The network namespace `fd` names, for the child: `setns` into it.
 ///
