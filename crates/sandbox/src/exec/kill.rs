@@ -158,6 +158,9 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
     for _ in 0..SWEEP_ROUNDS {
         killed.clear();
         let mut unsure = false;
+        // A process of the run that died since the children were listed
+        // had its own children adopted by us after the list was read.
+        let mut reaped = false;
         {
             // Held while looking and killing: no adopted pid can be reaped
             // (and reused) by another thread between the two.
@@ -180,6 +183,7 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
                         // end of the run, unattributed.)
                         Some(st) if st.zombie && (st.pgrp == main_pid || st.sid == main_pid) => {
                             reaping.reap(pid);
+                            reaped = true;
                         }
                         Some(st) if st.zombie => {}
                         Some(_) => unsure = true,
@@ -197,6 +201,9 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
             if unsure && unsure_rounds < UNSURE_RETRIES {
                 unsure_rounds += 1;
                 std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            if reaped {
                 continue;
             }
             break;

@@ -55,11 +55,13 @@ impl Sandbox {
         // Started by the supervisor before the policy was loaded, or here,
         // beside the rest of the preparation: either way its kernel work
         // (about a millisecond) overlaps other work.
-        let network_ns = (!inet && cfg.namespaces != Namespaces::Off && namespaces_possible())
+        let network_ns = (!inet && cfg.namespaces != Namespaces::Off)
             .then(|| {
-                supervisor
-                    .take_network_namespace()
-                    .or_else(crate::spawn::sys::start_empty_network_namespace)
+                supervisor.take_network_namespace().or_else(|| {
+                    namespaces_possible()
+                        .then(crate::spawn::sys::start_empty_network_namespace)
+                        .flatten()
+                })
             })
             .flatten();
 
