@@ -78,7 +78,7 @@ def markdown(data: dict) -> str:
     for r in refused:
         reason = re.sub(r"\s+", " ", r["reason"])[:240]
         # Where this machine keeps the projects is nobody else's business.
-        reason = re.sub(r"/var/cache/agent-exec-parity[^/\s]*", "$PARITY_CACHE", reason)
+        reason = re.sub(r"/var/cache/agent-exec-parity[^\s,]*", "(the project's parent directory)", reason)
         lines.append(f"- `{r['id']}` ({r['owner']}) `{_short(r['command'])}`: {reason}")
     return "\n".join(lines) + "\n"
 
