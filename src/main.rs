@@ -300,7 +300,10 @@ fn main() -> ExitCode {
             eprintln!("agent-exec: an argument is not UTF-8 text; nothing ran");
             return ExitCode::from(126);
         };
-        let supervisor = Supervisor::init(SupervisorOptions::default());
+        let supervisor = Supervisor::init(SupervisorOptions {
+            shared_cgroup_pool: true,
+            ..SupervisorOptions::default()
+        });
         let code = agent_exec::sh::main(&args, &supervisor);
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
@@ -371,7 +374,12 @@ fn multicall_args() -> Option<Result<Vec<String>, ()>> {
 fn supervisor_options(command: &Command) -> SupervisorOptions {
     match command {
         // The doctor's probe is a run like any other.
-        Command::Mcp(_) | Command::Sh { .. } | Command::Doctor(_) => SupervisorOptions::default(),
+        Command::Mcp(_) | Command::Doctor(_) => SupervisorOptions::default(),
+        // The drop-in is a one-shot call like the CLI's.
+        Command::Sh { .. } => SupervisorOptions {
+            shared_cgroup_pool: true,
+            ..SupervisorOptions::default()
+        },
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()
@@ -495,8 +503,12 @@ fn run(a: RunArgs) -> i32 {
             Err(why) => via = Some(format!("direct: {why}")),
         }
     }
-    // The process-wide setup, before anything opens a file it keeps.
-    let supervisor = Supervisor::init(SupervisorOptions::default());
+    // The process-wide setup, before anything opens a file it keeps; a
+    // one-shot call takes its run cgroups from the kept slots.
+    let supervisor = Supervisor::init(SupervisorOptions {
+        shared_cgroup_pool: true,
+        ..SupervisorOptions::default()
+    });
     let policy = match load_policy(a.target.policy.as_deref()) {
         Ok(p) => p,
         Err(m) => return fail(ErrorType::PolicyError, m, format),

@@ -50,6 +50,29 @@ fn the_report_names_every_layer_and_the_host_facts() {
     }
     // Seccomp needs nothing but a Linux kernel: the probe always gets it.
     assert!(layers(&out).contains(&("seccomp".into(), true)));
+    // Whether a cgroup mount favours dynamic changes is read from the
+    // mount table, and a host whose runs join v1 hierarchies without it is
+    // told what the wait costs and how to remove it.
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
+        .any(|l| {
+            l.rsplit(' ')
+                .next()
+                .is_some_and(|o| o.split(',').any(|o| o == "favordynmods"))
+        });
+    assert_eq!(v["cgroup"]["favordynmods"], mounted, "{v:#}");
+    let limited_by_v1 = v["cgroup"]["layout"] != "v2"
+        && layers(&out)
+            .iter()
+            .any(|(n, applied)| *applied && (n == "cgroup_pids" || n == "cgroup_memory"));
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap_or_default().contains("favordynmods"));
+    assert_eq!(warned, limited_by_v1 && !mounted, "{v:#}");
 }
 
 #[test]

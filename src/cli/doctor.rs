@@ -83,6 +83,9 @@ pub struct CgroupReport {
     /// Controllers enabled for children of this process's cgroup (v2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subtree_controllers: Option<String>,
+    /// A cgroup hierarchy is mounted with `favordynmods`: moving a process
+    /// between cgroups does not wait for an RCU grace period.
+    pub favordynmods: bool,
 }
 
 pub fn doctor(args: DoctorArgs, supervisor: &Supervisor) -> i32 {
@@ -174,6 +177,7 @@ fn build(args: &DoctorArgs, supervisor: &Supervisor) -> Result<Report, String> {
                 .filter(|w| !w.contains(&probe_root))
                 .cloned()
                 .collect();
+            report.warnings.extend(migration_warning(&report.cgroup, s));
         }
         _ => {
             report.probe_error = Some(format!(
@@ -362,7 +366,47 @@ fn cgroup_report() -> CgroupReport {
         layout: layout.into(),
         membership,
         subtree_controllers,
+        favordynmods: favordynmods(),
     }
+}
+
+/// Whether a cgroup or cgroup2 mount says `favordynmods` in its super
+/// block options (the last field of a `/proc/self/mountinfo` line).
+fn favordynmods() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| {
+        m.lines().any(|l| {
+            l.split_once(" - ").is_some_and(|(_, right)| {
+                let mut f = right.split(' ');
+                matches!(f.next(), Some("cgroup" | "cgroup2"))
+                    && f.nth(1)
+                        .is_some_and(|o| o.split(',').any(|o| o == "favordynmods"))
+            })
+        })
+    })
+}
+
+/// On a host where a run's limits live in cgroup v1 hierarchies, the child
+/// joins them by moving itself (v1 has no `CLONE_INTO_CGROUP`). That move
+/// takes the kernel's cgroup threadgroup lock for writing, which waits for
+/// an RCU grace period unless another move happened just before: a call
+/// that comes alone, which is how agents call, pays it (14-19 ms measured
+/// on a 2-core VM, BENCHMARKS.md). Only the host can remove the wait.
+fn migration_warning(c: &CgroupReport, s: &agent_exec::SandboxSummary) -> Option<String> {
+    let limited = s
+        .limits
+        .iter()
+        .any(|l| l.starts_with("cgroup_pids_max") || l.starts_with("cgroup_memory_max"));
+    (c.layout != "v2" && limited && !c.favordynmods).then(|| {
+        "runs join cgroup v1 hierarchies by migration, which waits for an RCU grace period \
+         when no migration happened just before (10-30 ms added to a call that comes alone). \
+         The host removes the wait by mounting a cgroup hierarchy with `favordynmods` \
+         (`mount -o remount,favordynmods /sys/fs/cgroup/unified` on a hybrid host, or the \
+         `cgroup_favordynmods=true` boot parameter, Linux 6.1+), at a small cost to every \
+         fork and exit on the host; from Linux 6.18 it stays on until reboot. A pure \
+         cgroup v2 host with the pids and memory controllers needs neither: runs are \
+         born in their cgroup."
+            .to_string()
+    })
 }
 
 /// The sysctls that decide whether unprivileged user namespaces exist here
@@ -399,6 +443,16 @@ fn render(r: &Report) -> String {
         s.push_str(&format!(
             "  controllers for child cgroups: {}\n",
             if c.is_empty() { "(none)" } else { c }
+        ));
+    }
+    if r.cgroup.layout != "v2" {
+        s.push_str(&format!(
+            "  favordynmods: {}\n",
+            if r.cgroup.favordynmods {
+                "on (joining a v1 cgroup does not wait)"
+            } else {
+                "off (see the warning below)"
+            }
         ));
     }
     if !r.user_namespaces.is_empty() {

@@ -8,6 +8,7 @@
 //! children without having been set up for it.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockWriteGuard};
 
@@ -73,6 +74,18 @@ pub struct SupervisorOptions {
     /// without network takes it; one prepared later, or without this,
     /// starts its own. Only where the process can make namespaces at all.
     pub network_namespace: bool,
+    /// Keep run cgroups between processes: runs take a set from a few
+    /// slots kept in the supervisor's private directory, and leave it
+    /// there for the next process when they end clean.
+    ///
+    /// Why: a one-shot CLI call otherwise creates its run's cgroups and
+    /// removes them, about half a millisecond of cgroupfs work (three
+    /// hierarchies on a hybrid host) per call. A set is reused only when
+    /// its last run left it empty and never killed it; any other is
+    /// killed and removed first (`RunCgroup::claim`). For processes that
+    /// make few runs; a long-lived service keeps its own in-process pool
+    /// and leaves this off, so the slots stay free for one-shot calls.
+    pub shared_cgroup_pool: bool,
 }
 
 impl Default for SupervisorOptions {
@@ -83,6 +96,7 @@ impl Default for SupervisorOptions {
             sweep_stale: true,
             drop_bounding_set: true,
             network_namespace: true,
+            shared_cgroup_pool: false,
         }
     }
 }
@@ -96,6 +110,7 @@ impl SupervisorOptions {
             sweep_stale: false,
             drop_bounding_set: false,
             network_namespace: false,
+            shared_cgroup_pool: false,
         }
     }
 }
@@ -118,6 +133,9 @@ struct Inner {
     /// The empty network namespace started by `init`, until a sandbox
     /// takes it.
     network: Mutex<Option<sys::PendingNetwork>>,
+    /// Where the kept run cgroup slots are locked, with
+    /// [`SupervisorOptions::shared_cgroup_pool`].
+    cgroup_slots: Option<PathBuf>,
 }
 
 /// Whether this process is a child subreaper (set by `init`, never undone).
@@ -145,9 +163,16 @@ impl Supervisor {
             .then(sys::start_empty_network_namespace)
             .flatten();
         let cgroups = OnceLock::new();
+        let cgroup_slots = opts
+            .shared_cgroup_pool
+            .then(|| rundir::private_dir("cgroup-slots"))
+            .flatten();
         if opts.sweep_stale {
             let layout = cgroup::detect();
             cgroup::sweep_stale(&layout);
+            if let Some(slots) = &cgroup_slots {
+                cgroup::sweep_slots(&layout, slots);
+            }
             // Only a base the supervisor owns is swept (a planted one is
             // refused here and reported when a sandbox is prepared).
             if let Ok(base) = rundir::ensure_base() {
@@ -164,6 +189,7 @@ impl Supervisor {
                 cap_last,
                 cgroups,
                 network: Mutex::new(network),
+                cgroup_slots,
             }),
         }
     }
@@ -218,6 +244,12 @@ impl Supervisor {
     /// The host's cgroup layout, found once per supervisor.
     pub(crate) fn cgroups(&self) -> &cgroup::Layout {
         self.inner.cgroups.get_or_init(cgroup::detect)
+    }
+
+    /// The directory of the kept run cgroup slots, when this process
+    /// shares them ([`SupervisorOptions::shared_cgroup_pool`]).
+    pub(crate) fn cgroup_slots(&self) -> Option<&Path> {
+        self.inner.cgroup_slots.as_deref()
     }
 }
 

@@ -10,10 +10,11 @@
 use std::fs;
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{OFlag, open};
+use nix::fcntl::{Flock, FlockArg, OFlag, open};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
 use nix::unistd::Pid;
@@ -195,6 +196,9 @@ pub(crate) struct RunCgroup {
     killed: std::sync::atomic::AtomicBool,
     /// The memory cap, when one was written.
     pub memory: Option<MemoryCap>,
+    /// The kept slot this cgroup set belongs to, locked while in use (see
+    /// [`RunCgroup::claim`]); `None` for a cgroup of this process alone.
+    slot: Option<Slot>,
 }
 
 /// A run cgroup's memory cap and where the kernel counts its OOM kills.
@@ -238,6 +242,13 @@ impl MemoryCap {
         now.saturating_sub(self.seen.swap(now, Ordering::Relaxed))
     }
 
+    /// For a cgroup kept by another process: the kills counted so far
+    /// were other runs', so this process reports only what comes after.
+    fn baseline(&self) {
+        let _ = self.take_oom_kills();
+        self.taken.store(false, Ordering::Relaxed);
+    }
+
     /// Before the cgroup serves another run: what this run's result did
     /// not take must not be reported by the next one.
     fn settle(&self) {
@@ -259,6 +270,19 @@ impl RunCgroup {
             std::process::id(),
             RUN_SEQ.fetch_add(1, Ordering::Relaxed)
         );
+        Self::make_named(layout, &name, pids_max, memory_max, false)
+    }
+
+    /// The cgroups named `name` in every hierarchy, with the limits
+    /// written; `existing`: a directory already there is taken as it is
+    /// (a kept slot's), else it must be new.
+    fn make_named(
+        layout: &Layout,
+        name: &str,
+        pids_max: u64,
+        memory_max: u64,
+        existing: bool,
+    ) -> Option<RunCgroup> {
         let mut cg = RunCgroup {
             dirs: Vec::new(),
             v1_procs: Vec::new(),
@@ -269,10 +293,15 @@ impl RunCgroup {
             applied: Vec::new(),
             killed: std::sync::atomic::AtomicBool::new(false),
             memory: None,
+            slot: None,
         };
         let make = |cg: &mut RunCgroup, base: &Path| -> Option<(PathBuf, OwnedFd)> {
-            let dir = base.join(&name);
-            fs::create_dir(&dir).ok()?;
+            let dir = base.join(name);
+            match fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if existing && e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(_) => return None,
+            }
             cg.dirs.push(dir.clone());
             let fd = open(
                 &dir.join("cgroup.procs"),
@@ -333,15 +362,8 @@ impl RunCgroup {
             && !cg_has(&cg.applied, "cgroup_memory_max")
             && let Some(base) = &layout.v1_memory
             && let Some(dir) = join(&mut cg, base)
-            && write_file(&dir.join("memory.limit_in_bytes"), &memory_max.to_string()).is_ok()
+            && write_v1_memory_cap(&dir, memory_max)
         {
-            // memsw is memory plus swap and may not be below the memory
-            // limit: equal means no swap past the cap. Absent without swap
-            // accounting (as on hosts without swap).
-            let _ = write_file(
-                &dir.join("memory.memsw.limit_in_bytes"),
-                &memory_max.to_string(),
-            );
             cg.applied.push(format!("cgroup_memory_max={memory_max}"));
             cg.memory = Some(MemoryCap::new(memory_max, dir.join("memory.oom_control")));
         }
@@ -444,6 +466,167 @@ impl RunCgroup {
     }
 }
 
+/// How many run cgroup sets one-shot supervisors of one user keep between
+/// processes: a few calls at once find one each; a call that finds every
+/// slot taken makes a set of its own, as without the slots.
+const SLOTS: u32 = 4;
+/// A slot's state file says one of these (same length, so one `pwrite`
+/// turns one into another): the set is there, empty and never killed;
+/// no set is there; the set is in use. Anything but the first two (a
+/// new file included) is a set of unknown history, removed before the
+/// slot serves a run.
+const CLEAN: &[u8] = b"clean\n";
+const EMPTY: &[u8] = b"empty\n";
+const INUSE: &[u8] = b"inuse\n";
+
+/// What a slot's state file says (see [`CLEAN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Clean,
+    Empty,
+    Unknown,
+}
+
+/// A claim on one kept cgroup set: the slot's state file, locked
+/// (`flock`) for as long as this process uses the set. The kernel drops
+/// the lock when the process dies, whatever way it dies; the state file
+/// then still says `inuse`, and the next claimant removes the set.
+#[derive(Debug)]
+struct Slot {
+    state: Flock<fs::File>,
+}
+
+impl RunCgroup {
+    /// A run cgroup set from the slots kept in `slots` (a directory only
+    /// this supervisor can write) across one-shot supervisor processes:
+    /// creating a set and removing it cost a one-shot call about half a
+    /// millisecond (`mkdir`/`rmdir` in three hierarchies, measured in
+    /// BENCHMARKS.md). A set is reused only when the process that used it
+    /// last left it empty and never killed (`was_killed`: the kernel
+    /// SIGKILLs what is later cloned into a cgroup that saw `cgroup.kill`),
+    /// which it says by writing `clean` before unlocking. Any other set is
+    /// killed, removed and made anew. `None` when every slot is taken or
+    /// cannot be used: the caller makes a set of its own.
+    pub(crate) fn claim(
+        layout: &Layout,
+        slots: &Path,
+        pids_max: u64,
+        memory_max: u64,
+    ) -> Option<RunCgroup> {
+        let tag = slots_tag(slots);
+        for i in 0..SLOTS {
+            let Some((state, said)) = lock_slot(slots, i) else {
+                continue;
+            };
+            let name = slot_name(&tag, i);
+            let clean = said == SlotState::Clean;
+            if said == SlotState::Unknown && !remove_named(layout, &name) {
+                // Still has processes on their way out: the next claimant
+                // tries again.
+                continue;
+            }
+            // Said before the set is used: a crash from here on leaves the
+            // slot `inuse`, so it is never taken for clean.
+            if state.write_all_at(INUSE, 0).is_err() {
+                continue;
+            }
+            let Some(mut cg) = Self::make_named(layout, &name, pids_max, memory_max, true) else {
+                continue;
+            };
+            cg.slot = Some(Slot { state });
+            if clean && !cg.is_empty() {
+                // Only a supervisor of this user can join it, but a set
+                // with a process in it is never handed to a run; its Drop
+                // kills and removes it.
+                continue;
+            }
+            if let Some(m) = &cg.memory {
+                m.baseline();
+            }
+            return Some(cg);
+        }
+        None
+    }
+}
+
+/// Kills and removes the kept sets no process holds and no process left
+/// clean (their holder died mid-run). Runs at supervisor start, as the
+/// stale sweep does for the `run-<pid>-*` cgroups of dead supervisors,
+/// so what a killed call left running does not wait for a later call to
+/// need that slot.
+pub(crate) fn sweep_slots(layout: &Layout, slots: &Path) {
+    let tag = slots_tag(slots);
+    for i in 0..SLOTS {
+        if let Some((state, SlotState::Unknown)) = lock_slot(slots, i)
+            && remove_named(layout, &slot_name(&tag, i))
+        {
+            // Nothing of unknown history is left: the next claimant makes
+            // the set without looking for one.
+            let _ = state.write_all_at(EMPTY, 0);
+        }
+    }
+}
+
+/// Opens and locks slot `i`'s state file without waiting, with what it
+/// says. `None` when another process holds it or it cannot be opened as
+/// a regular file of ours.
+fn lock_slot(slots: &Path, i: u32) -> Option<(Flock<fs::File>, SlotState)> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(slots.join(format!("slot-{i}")))
+        .ok()?;
+    let state = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
+    let mut buf = [0u8; 16];
+    let n = state.read_at(&mut buf, 0).ok()?;
+    let said = match &buf[..n] {
+        b if b == CLEAN => SlotState::Clean,
+        b if b == EMPTY => SlotState::Empty,
+        _ => {
+            // A state is written in place: what is longer than one goes,
+            // so the next one written reads back exactly.
+            state.set_len(0).ok()?;
+            SlotState::Unknown
+        }
+    };
+    Some((state, said))
+}
+
+/// The slots' cgroups are named after the user and the slot directory, so
+/// two supervisors of one user with different private directories (a
+/// different `XDG_RUNTIME_DIR`) never share a set.
+fn slots_tag(slots: &Path) -> String {
+    // FNV-1a: a stable name, not a secret.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in slots.as_os_str().as_encoded_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{}-{h:08x}", nix::unistd::Uid::effective().as_raw())
+}
+
+fn slot_name(tag: &str, i: u32) -> String {
+    format!("slot-{tag}-{i}")
+}
+
+/// Kills what is in, and removes, the cgroups named `name`; whether none
+/// is left.
+fn remove_named(layout: &Layout, name: &str) -> bool {
+    sweep_where(layout, |n| n == name, true);
+    [
+        &layout.v2_base,
+        &layout.v1_pids,
+        &layout.v1_memory,
+        &layout.v1_freezer,
+    ]
+    .into_iter()
+    .flatten()
+    .all(|base| !base.join(name).exists())
+}
+
 /// Whether an entry named `run-<pid>-...` belongs to a supervisor that is
 /// gone (killed, or exited without running destructors).
 pub(crate) fn is_stale(name: &str) -> bool {
@@ -520,6 +703,23 @@ fn sweep_where(layout: &Layout, matches: impl Fn(&str) -> bool, wait: bool) -> u
     busy
 }
 
+/// Writes a v1 memory cgroup's cap on memory and on memory plus swap
+/// (`memsw`): equal means no swap past the cap. The kernel refuses a
+/// `memsw` limit below the memory limit, so a kept cgroup's cap is lowered
+/// memory first and raised `memsw` first. `memsw` is absent without swap
+/// accounting (as on hosts without swap).
+fn write_v1_memory_cap(dir: &Path, max: u64) -> bool {
+    let (memory, memsw) = (
+        dir.join("memory.limit_in_bytes"),
+        dir.join("memory.memsw.limit_in_bytes"),
+    );
+    let max = max.to_string();
+    let written = write_file(&memory, &max).is_ok()
+        || (write_file(&memsw, &max).is_ok() && write_file(&memory, &max).is_ok());
+    let _ = write_file(&memsw, &max);
+    written
+}
+
 fn cg_has(applied: &[String], prefix: &str) -> bool {
     applied.iter().any(|a| a.starts_with(prefix))
 }
@@ -533,11 +733,22 @@ fn members(dir: &Path) -> std::io::Result<Vec<i32>> {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
+        // Held until the set is removed, so no claimant meets it half gone.
+        let slot = self.slot.take();
+        if let Some(slot) = &slot
+            && !self.was_killed()
+            && self.is_empty()
+            && slot.state.write_all_at(CLEAN, 0).is_ok()
+        {
+            // Kept for the next one-shot supervisor; unlocked by the drop.
+            return;
+        }
         if !self.is_empty() {
             let _ = self.kill_all();
         }
         // Killed processes leave the cgroup asynchronously; rmdir is EBUSY
         // until they have.
+        let mut removed = true;
         for dir in self.dirs.iter().rev() {
             let mut ok = false;
             for i in 0..200 {
@@ -551,8 +762,15 @@ impl Drop for RunCgroup {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
             if !ok {
+                removed = false;
                 tracing::warn!(cgroup = %dir.display(), "could not remove a run cgroup");
             }
+        }
+        if let Some(slot) = &slot
+            && removed
+        {
+            // Else it stays `inuse`: the next claimant removes what is left.
+            let _ = slot.state.write_all_at(EMPTY, 0);
         }
     }
 }

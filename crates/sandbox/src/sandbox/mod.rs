@@ -43,6 +43,9 @@ struct Shared {
     /// Empty run cgroups kept for reuse: creating and removing one per run
     /// costs a dozen cgroupfs syscalls, each taking cgroup locks.
     cgroup_pool: Mutex<Vec<cgroup::RunCgroup>>,
+    /// Slots of run cgroups kept across processes, when the supervisor
+    /// shares them (`SupervisorOptions::shared_cgroup_pool`).
+    cgroup_slots: Option<PathBuf>,
     /// Untouched run directories (with their Landlock handles) for reuse.
     rundir_pool: Mutex<Vec<(rundir::RunDir, OwnedFd)>>,
     pids_max: u64,
@@ -149,9 +152,13 @@ impl Sandbox {
         let pooled = s.cgroup_pool.lock().ok().and_then(|mut p| p.pop());
         let cgroup = match pooled {
             Some(cg) => Some(cg),
-            None if s.cgroups.any() => {
-                cgroup::RunCgroup::create(&s.cgroups, s.pids_max, s.memory_max)
-            }
+            None if s.cgroups.any() => s
+                .cgroup_slots
+                .as_deref()
+                .and_then(|slots| {
+                    cgroup::RunCgroup::claim(&s.cgroups, slots, s.pids_max, s.memory_max)
+                })
+                .or_else(|| cgroup::RunCgroup::create(&s.cgroups, s.pids_max, s.memory_max)),
             None => None,
         };
         let missing = layers::check_run_cgroup(

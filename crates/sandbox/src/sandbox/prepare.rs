@@ -186,6 +186,7 @@ impl Sandbox {
                 cgroups: cgroups.layout,
                 cgroup_levels: cgroups.levels,
                 cgroup_pool: Mutex::new(Vec::new()),
+                cgroup_slots: supervisor.cgroup_slots().map(Path::to_path_buf),
                 rundir_pool: Mutex::new(Vec::new()),
                 pids_max: cgroups.pids_max,
                 memory_max: cgroups.memory_max,
