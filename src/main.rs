@@ -302,6 +302,7 @@ fn main() -> ExitCode {
         };
         let supervisor = Supervisor::init(SupervisorOptions {
             shared_cgroup_pool: true,
+            namespaces_ahead: false,
             ..SupervisorOptions::default()
         });
         let code = agent_exec::sh::main(&args, &supervisor);
@@ -378,6 +379,7 @@ fn supervisor_options(command: &Command) -> SupervisorOptions {
         // The drop-in is a one-shot call like the CLI's.
         Command::Sh { .. } => SupervisorOptions {
             shared_cgroup_pool: true,
+            namespaces_ahead: false,
             ..SupervisorOptions::default()
         },
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
@@ -507,6 +509,7 @@ fn run(a: RunArgs) -> i32 {
     // one-shot call takes its run cgroups from the kept slots.
     let supervisor = Supervisor::init(SupervisorOptions {
         shared_cgroup_pool: true,
+        namespaces_ahead: false,
         ..SupervisorOptions::default()
     });
     let policy = match load_policy(a.target.policy.as_deref()) {

@@ -20,7 +20,15 @@ struct Project {
 }
 
 fn project() -> Project {
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A checkout under /tmp (a CI runner's scratch clone) would put the
+    // project there too, where the run's /tmp cannot be its own: the home
+    // directory stands in then.
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let parent = match std::env::var_os("HOME") {
+        Some(home) if target.starts_with("/tmp") => PathBuf::from(home),
+        _ => target.to_path_buf(),
+    };
+    let tmp = tempfile::tempdir_in(parent).unwrap();
     let root = tmp.path().canonicalize().unwrap().join("proj");
     for dir in ["src", "tests", ".git"] {
         std::fs::create_dir_all(root.join(dir)).unwrap();

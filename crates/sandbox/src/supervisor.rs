@@ -86,6 +86,16 @@ pub struct SupervisorOptions {
     /// make few runs; a long-lived service keeps its own in-process pool
     /// and leaves this off, so the slots stay free for one-shot calls.
     pub shared_cgroup_pool: bool,
+    /// Make each run's mount and IPC namespaces ahead, on a thread of
+    /// their own between runs; the run's child then joins them.
+    ///
+    /// Why: making them costs a run about 0.3 ms (a tmpfs, its binds and
+    /// the namespace copies, BENCHMARKS.md) between the request and the
+    /// program's start. A long-lived service makes the next run's while
+    /// it waits for requests. Each is made for one run and never serves
+    /// another. Off for a process that makes one run (the one-shot CLI),
+    /// which would make one for nothing.
+    pub namespaces_ahead: bool,
 }
 
 impl Default for SupervisorOptions {
@@ -97,6 +107,7 @@ impl Default for SupervisorOptions {
             drop_bounding_set: true,
             network_namespace: true,
             shared_cgroup_pool: false,
+            namespaces_ahead: true,
         }
     }
 }
@@ -111,6 +122,7 @@ impl SupervisorOptions {
             drop_bounding_set: false,
             network_namespace: false,
             shared_cgroup_pool: false,
+            namespaces_ahead: false,
         }
     }
 }
@@ -136,6 +148,8 @@ struct Inner {
     /// Where the kept run cgroup slots are locked, with
     /// [`SupervisorOptions::shared_cgroup_pool`].
     cgroup_slots: Option<PathBuf>,
+    /// [`SupervisorOptions::namespaces_ahead`].
+    namespaces_ahead: bool,
 }
 
 /// Whether this process is a child subreaper (set by `init`, never undone).
@@ -190,6 +204,7 @@ impl Supervisor {
                 cgroups,
                 network: Mutex::new(network),
                 cgroup_slots,
+                namespaces_ahead: opts.namespaces_ahead,
             }),
         }
     }
@@ -244,6 +259,11 @@ impl Supervisor {
     /// The host's cgroup layout, found once per supervisor.
     pub(crate) fn cgroups(&self) -> &cgroup::Layout {
         self.inner.cgroups.get_or_init(cgroup::detect)
+    }
+
+    /// Whether sandboxes make their runs' namespaces ahead.
+    pub(crate) fn namespaces_ahead(&self) -> bool {
+        self.inner.namespaces_ahead
     }
 
     /// The directory of the kept run cgroup slots, when this process

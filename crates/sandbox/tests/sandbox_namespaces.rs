@@ -823,3 +823,57 @@ fn runs_without_network_see_none_of_the_hosts_sockets() {
         "{o:?}"
     );
 }
+
+/// A long-lived service makes its runs' mount and IPC namespaces ahead,
+/// on a thread between runs, and each run's child only joins them: every
+/// run still has namespaces of its own (never the host's, never another
+/// run's), files one run leaves in `/tmp` and `/dev/shm` are not there
+/// for the next, and the view is the one a child makes itself
+/// (the host's `/tmp` file hidden, the root reachable).
+#[test]
+fn namespaces_made_ahead_serve_one_run_each_with_the_same_view() {
+    let _serial = shared();
+    let r = ns_root();
+    let Some(sb) = isolated(&r.path, config()) else {
+        return;
+    };
+    let host_tmp = host_file(Path::new("/tmp"), "host");
+    let script = format!(
+        "import os, sys\n\
+         i = sys.argv[1]\n\
+         print(os.readlink('/proc/self/ns/mnt'), os.readlink('/proc/self/ns/ipc'))\n\
+         print('earlier', sorted(f for f in os.listdir('/tmp') if f.startswith('ahead-')))\n\
+         open('/tmp/ahead-' + i, 'w').close()\n\
+         print('shm', sorted(f for f in os.listdir('/dev/shm') if f.startswith('ahead-')))\n\
+         open('/dev/shm/ahead-' + i, 'w').close()\n\
+         print('host', os.path.exists({host:?}))\n\
+         print('root', os.access({root:?}, os.W_OK))\n",
+        host = host_tmp.to_str().unwrap(),
+        root = r.path.to_str().unwrap(),
+    );
+    // (Namespace numbers are reused once a namespace is gone, so "never
+    // another run's" is shown by what the runs leave, not by the numbers.)
+    let mut ahead = 0;
+    for i in 0..6 {
+        let run = Arc::new(sb.for_run().unwrap());
+        ahead += usize::from(run.namespaces_made_ahead());
+        let o = run_in(run, &r.path, &[PYTHON, "-c", &script, &i.to_string()]);
+        assert_eq!(o.code, Some(0), "run {i}: {o:?}");
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        let mut ns = lines[0].split_whitespace();
+        let (mnt, ipc) = (ns.next().unwrap(), ns.next().unwrap());
+        assert_ne!(mnt, host_ns("mnt"), "run {i}");
+        assert_ne!(ipc, host_ns("ipc"), "run {i}");
+        assert_eq!(lines[1], "earlier []", "run {i} saw an earlier run's /tmp");
+        assert_eq!(lines[2], "shm []", "run {i} saw an earlier run's /dev/shm");
+        assert_eq!(lines[3], "host False", "run {i} saw the host's /tmp");
+        assert_eq!(lines[4], "root True", "run {i}");
+        // The next run comes while the service is idle, as a daemon's do.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The first run makes its own while the first ones ahead are made.
+    assert!(
+        ahead >= 5,
+        "only {ahead} of 6 runs joined namespaces made ahead"
+    );
+}

@@ -287,6 +287,9 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
         marker,
         namespaces: spawned.namespaces,
     };
+    if let Some(sb) = job.sandbox.as_deref() {
+        main.namespaces.extend(sb.take_prepared());
+    }
     // Our child, not yet reaped: the pid still names it.
     main.pidfd = Some(pidfd_open(main.pid).map_err(ExecError::Io)?);
 

@@ -175,6 +175,7 @@ impl Sandbox {
             not_applied: notes.not_applied,
             warnings: notes.warnings,
         };
+        let ahead = (mounts.is_some() && supervisor.namespaces_ahead()).then(super::Ahead::default);
         Ok(Sandbox {
             shared: Arc::new(Shared {
                 landlock,
@@ -194,6 +195,7 @@ impl Sandbox {
                 root,
                 mounts,
                 network: network_ns,
+                ahead,
                 summary,
             }),
         })

@@ -117,7 +117,12 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             {
                 Ok(())
             }
-            (Step::Unshare, Some(_)) => mounts::unshare(),
+            (Step::Unshare, Some(c)) => match &c.prepared {
+                Some(p) => mounts::join_prepared(p, &mut st.scratch),
+                None => mounts::unshare(),
+            },
+            // Made ahead with the namespaces.
+            (Step::MountPrivate | Step::MountView, Some(c)) if c.prepared.is_some() => Ok(()),
             (Step::JoinNetwork, Some(c)) => match c.network {
                 Some(fd) => check(super::sys::join_network(fd), step),
                 None => Ok(()),

@@ -132,6 +132,9 @@ pub(crate) struct Confinement<'a> {
     pub seccomp: Option<&'a [libc::sock_filter]>,
     /// The run's own mount and IPC namespaces; `None`: the supervisor's.
     pub mounts: Option<mounts::MountPlan<'a>>,
+    /// Those namespaces already made for this run (`mounts::make_ahead`):
+    /// the child joins them instead of making them.
+    pub prepared: Option<mounts::PreparedFds>,
     /// The sandbox's empty network namespace, joined before the privilege
     /// drop; `None`: the supervisor's.
     pub network: Option<RawFd>,
@@ -266,9 +269,10 @@ pub(crate) fn spawn(cmd: &Command<'_>) -> Result<Spawned, SpawnError> {
 
     let (report, got) = read_report(&status_r)?;
     if got == 0 {
-        let namespaces = match confinement.and_then(|c| c.mounts.as_ref()) {
-            Some(_) => hold_namespaces(pid),
-            None => Vec::new(),
+        // Namespaces made ahead are held by the run's sandbox already.
+        let namespaces = match confinement.filter(|c| c.prepared.is_none()) {
+            Some(c) if c.mounts.is_some() => hold_namespaces(pid),
+            _ => Vec::new(),
         };
         return Ok(Spawned {
             pid,
