@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod cli;
 mod policy_cli;
 
-use agent_exec::sandbox::{Supervisor, SupervisorOptions};
+use agent_exec::sandbox::{NamespacesAhead, Supervisor, SupervisorOptions};
 use agent_exec::serve::client::{self, NotForwarded};
 use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
@@ -302,7 +302,7 @@ fn main() -> ExitCode {
         };
         let supervisor = Supervisor::init(SupervisorOptions {
             shared_cgroup_pool: true,
-            namespaces_ahead: false,
+            namespaces_ahead: NamespacesAhead::FirstRun,
             ..SupervisorOptions::default()
         });
         let code = agent_exec::sh::main(&args, &supervisor);
@@ -379,7 +379,7 @@ fn supervisor_options(command: &Command) -> SupervisorOptions {
         // The drop-in is a one-shot call like the CLI's.
         Command::Sh { .. } => SupervisorOptions {
             shared_cgroup_pool: true,
-            namespaces_ahead: false,
+            namespaces_ahead: NamespacesAhead::FirstRun,
             ..SupervisorOptions::default()
         },
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
@@ -509,7 +509,7 @@ fn run(a: RunArgs) -> i32 {
     // one-shot call takes its run cgroups from the kept slots.
     let supervisor = Supervisor::init(SupervisorOptions {
         shared_cgroup_pool: true,
-        namespaces_ahead: false,
+        namespaces_ahead: NamespacesAhead::FirstRun,
         ..SupervisorOptions::default()
     });
     let policy = match load_policy(a.target.policy.as_deref()) {

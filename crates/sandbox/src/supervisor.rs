@@ -86,16 +86,32 @@ pub struct SupervisorOptions {
     /// make few runs; a long-lived service keeps its own in-process pool
     /// and leaves this off, so the slots stay free for one-shot calls.
     pub shared_cgroup_pool: bool,
-    /// Make each run's mount and IPC namespaces ahead, on a thread of
-    /// their own between runs; the run's child then joins them.
+    /// Make runs' mount and IPC namespaces ahead, on a thread of their
+    /// own; the run's child then joins them (see [`NamespacesAhead`]).
     ///
     /// Why: making them costs a run about 0.3 ms (a tmpfs, its binds and
     /// the namespace copies, BENCHMARKS.md) between the request and the
-    /// program's start. A long-lived service makes the next run's while
-    /// it waits for requests. Each is made for one run and never serves
-    /// another. Off for a process that makes one run (the one-shot CLI),
-    /// which would make one for nothing.
-    pub namespaces_ahead: bool,
+    /// program's start. Made ahead, that work overlaps what comes before
+    /// the run: the wait for the next request in a service, the decision
+    /// and the run's preparation in a one-shot call. Each is made for one
+    /// run and never serves another.
+    pub namespaces_ahead: NamespacesAhead,
+}
+
+/// Which runs get mount and IPC namespaces made ahead of them
+/// ([`SupervisorOptions::namespaces_ahead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NamespacesAhead {
+    /// None: each run's child makes its own.
+    #[default]
+    Off,
+    /// The first run of each sandbox only, started when the sandbox is
+    /// prepared: a process that makes one run (the one-shot CLI).
+    FirstRun,
+    /// Every run: one or two are kept ready, the next started as one is
+    /// taken (a long-lived service).
+    EveryRun,
 }
 
 impl Default for SupervisorOptions {
@@ -107,7 +123,7 @@ impl Default for SupervisorOptions {
             drop_bounding_set: true,
             network_namespace: true,
             shared_cgroup_pool: false,
-            namespaces_ahead: true,
+            namespaces_ahead: NamespacesAhead::EveryRun,
         }
     }
 }
@@ -122,7 +138,7 @@ impl SupervisorOptions {
             drop_bounding_set: false,
             network_namespace: false,
             shared_cgroup_pool: false,
-            namespaces_ahead: false,
+            namespaces_ahead: NamespacesAhead::Off,
         }
     }
 }
@@ -149,7 +165,7 @@ struct Inner {
     /// [`SupervisorOptions::shared_cgroup_pool`].
     cgroup_slots: Option<PathBuf>,
     /// [`SupervisorOptions::namespaces_ahead`].
-    namespaces_ahead: bool,
+    namespaces_ahead: NamespacesAhead,
 }
 
 /// Whether this process is a child subreaper (set by `init`, never undone).
@@ -261,8 +277,8 @@ impl Supervisor {
         self.inner.cgroups.get_or_init(cgroup::detect)
     }
 
-    /// Whether sandboxes make their runs' namespaces ahead.
-    pub(crate) fn namespaces_ahead(&self) -> bool {
+    /// Which runs of its sandboxes get namespaces made ahead.
+    pub(crate) fn namespaces_ahead(&self) -> NamespacesAhead {
         self.inner.namespaces_ahead
     }
 

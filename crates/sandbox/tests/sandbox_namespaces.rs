@@ -877,3 +877,33 @@ fn namespaces_made_ahead_serve_one_run_each_with_the_same_view() {
         "only {ahead} of 6 runs joined namespaces made ahead"
     );
 }
+
+/// A one-shot process makes only its first run's namespaces ahead (made
+/// while the run is prepared), and that run sees the same private view; a
+/// later run of the same sandbox makes its own.
+#[test]
+fn a_one_shot_process_makes_its_first_runs_namespaces_ahead_only() {
+    let _serial = shared();
+    let r = ns_root();
+    if isolated(&r.path, config()).is_none() {
+        return;
+    }
+    let one_shot = agent_exec_sandbox::Supervisor::init(agent_exec_sandbox::SupervisorOptions {
+        namespaces_ahead: agent_exec_sandbox::NamespacesAhead::FirstRun,
+        ..agent_exec_sandbox::SupervisorOptions::none()
+    });
+    let sb = Sandbox::prepare(&one_shot, &config(), &r.path).unwrap();
+    let script = "import os\n\
+                  print(sorted(f for f in os.listdir('/tmp') if f.startswith('once-')))\n\
+                  open('/tmp/once-' + str(os.getpid()), 'w').close()\n";
+    let mut made_ahead = Vec::new();
+    for i in 0..3 {
+        let run = Arc::new(sb.for_run().unwrap());
+        made_ahead.push(run.namespaces_made_ahead());
+        let o = run_in(run, &r.path, &[PYTHON, "-c", script]);
+        assert_eq!(o.code, Some(0), "run {i}: {o:?}");
+        assert_eq!(o.stdout.trim(), "[]", "run {i} saw an earlier run's /tmp");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(made_ahead, [true, false, false]);
+}

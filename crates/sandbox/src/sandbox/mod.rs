@@ -390,10 +390,13 @@ const AHEAD_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 /// Mount and IPC namespaces made ahead of the runs that will join them,
 /// each for one run only. One thread at a time makes them (a thread per
 /// namespace, since making one moves the thread into it).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Ahead {
     state: Mutex<AheadState>,
     made: Condvar,
+    /// Start the next as one is taken (`NamespacesAhead::EveryRun`); else
+    /// only the first run's is made.
+    refill: bool,
 }
 
 #[derive(Debug, Default)]
@@ -405,6 +408,26 @@ struct AheadState {
 }
 
 impl Ahead {
+    fn new(refill: bool) -> Ahead {
+        Ahead {
+            state: Mutex::new(AheadState::default()),
+            made: Condvar::new(),
+            refill,
+        }
+    }
+
+    /// Starts making the first run's namespaces, once the sandbox is
+    /// prepared: they are then made while the run's request is decided
+    /// and its directory and cgroup are prepared.
+    fn start_first(shared: &Arc<Shared>) {
+        let Some(ahead) = &shared.ahead else {
+            return;
+        };
+        if let Ok(mut st) = ahead.state.lock() {
+            st.making = Self::start(Arc::clone(shared));
+        }
+    }
+
     /// A namespace made ahead, waiting briefly for one being made; starts
     /// making the next ones.
     fn take(&self, shared: &Arc<Shared>) -> Option<mounts_sys::Prepared> {
@@ -417,7 +440,7 @@ impl Ahead {
                 .0;
         }
         let got = st.ready.pop();
-        if !st.making && !st.failed && st.ready.len() < AHEAD_MAX {
+        if self.refill && !st.making && !st.failed && st.ready.len() < AHEAD_MAX {
             st.making = Self::start(Arc::clone(shared));
         }
         got
@@ -443,8 +466,10 @@ impl Ahead {
                         st.failed = true;
                     }
                 }
-                st.making =
-                    !st.failed && st.ready.len() < AHEAD_MAX && Self::start(Arc::clone(&shared));
+                st.making = ahead.refill
+                    && !st.failed
+                    && st.ready.len() < AHEAD_MAX
+                    && Self::start(Arc::clone(&shared));
                 ahead.made.notify_all();
             })
             .is_ok()

@@ -175,30 +175,35 @@ impl Sandbox {
             not_applied: notes.not_applied,
             warnings: notes.warnings,
         };
-        let ahead = (mounts.is_some() && supervisor.namespaces_ahead()).then(super::Ahead::default);
-        Ok(Sandbox {
-            shared: Arc::new(Shared {
-                landlock,
-                landlock_read_only,
-                seccomp,
-                creds,
-                cap_last: supervisor.cap_last(),
-                rlimits,
-                cgroups: cgroups.layout,
-                cgroup_levels: cgroups.levels,
-                cgroup_pool: Mutex::new(Vec::new()),
-                cgroup_slots: supervisor.cgroup_slots().map(Path::to_path_buf),
-                rundir_pool: Mutex::new(Vec::new()),
-                pids_max: cgroups.pids_max,
-                memory_max: cgroups.memory_max,
-                rundir_base,
-                root,
-                mounts,
-                network: network_ns,
-                ahead,
-                summary,
-            }),
-        })
+        let ahead = match supervisor.namespaces_ahead() {
+            _ if mounts.is_none() => None,
+            crate::NamespacesAhead::Off => None,
+            crate::NamespacesAhead::FirstRun => Some(super::Ahead::new(false)),
+            _ => Some(super::Ahead::new(true)),
+        };
+        let shared = Arc::new(Shared {
+            landlock,
+            landlock_read_only,
+            seccomp,
+            creds,
+            cap_last: supervisor.cap_last(),
+            rlimits,
+            cgroups: cgroups.layout,
+            cgroup_levels: cgroups.levels,
+            cgroup_pool: Mutex::new(Vec::new()),
+            cgroup_slots: supervisor.cgroup_slots().map(Path::to_path_buf),
+            rundir_pool: Mutex::new(Vec::new()),
+            pids_max: cgroups.pids_max,
+            memory_max: cgroups.memory_max,
+            rundir_base,
+            root,
+            mounts,
+            network: network_ns,
+            ahead,
+            summary,
+        });
+        super::Ahead::start_first(&shared);
+        Ok(Sandbox { shared })
     }
 }
 
