@@ -450,9 +450,11 @@ pub(crate) struct StatFields {
     pub ppid: i32,
     pub pgrp: i32,
     pub sid: i32,
+    /// When the process started, in clock ticks since boot.
+    pub start: u64,
 }
 
-/// State, parent, process group and session of `pid`.
+/// State, parent, process group, session and start time of `pid`.
 pub(crate) fn stat_fields(pid: i32) -> Option<StatFields> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain anything, including ") ": the fields
@@ -463,10 +465,13 @@ pub(crate) fn stat_fields(pid: i32) -> Option<StatFields> {
     let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
     let sid = f.next()?.parse().ok()?;
+    // Field 22 of proc_pid_stat(5); `sid` was field 6.
+    let start = f.nth(15)?.parse().ok()?;
     Some(StatFields {
         zombie,
         ppid,
         pgrp,
         sid,
+        start,
     })
 }

@@ -22,9 +22,12 @@ use crate::supervisor::{Reaping, forget_main, reap_adopted, stat_fields, subreap
 const DEATH_WAIT: Duration = Duration::from_secs(5);
 /// Upper bound on rounds of the orphan sweep (tree depth, fork races).
 const SWEEP_ROUNDS: usize = 1000;
-/// Extra sweep rounds (1 ms apart) while an adopted child's environment
-/// is unreadable, which is how a process in the middle of `execve` looks.
-const UNSURE_RETRIES: u32 = 20;
+/// Extra sweep rounds (1 ms apart) while an adopted child that started
+/// after the run's main process has an unreadable environment, which is
+/// how a process in the middle of `execve` looks. An `execve` on a loaded
+/// 2-core host outlasted 20 rounds (a CI run caught a survivor); older
+/// processes cannot be the run's and never cost a round.
+const UNSURE_RETRIES: u32 = 100;
 
 /// The main child: killed and reaped on every path out of `run`,
 /// including errors and panics.
@@ -151,6 +154,9 @@ pub(super) fn owner(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> Owner {
 
 /// Kills and reaps the run's processes that were re-parented to us.
 fn sweep_orphans(main_pid: i32, marker: &[u8]) {
+    // Every process of the run started after its main process; read while
+    // the main process is a zombie not yet reaped. Unknown: any may be.
+    let main_start = stat_fields(main_pid).map_or(0, |f| f.start);
     let mut env = Vec::new();
     let mut killed = Vec::new();
     let mut unsure_rounds = 0;
@@ -186,6 +192,8 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
                             reaped = true;
                         }
                         Some(st) if st.zombie => {}
+                        // Older than the run: never its process.
+                        Some(st) if st.start < main_start => {}
                         Some(_) => unsure = true,
                         None => {}
                     },
