@@ -177,8 +177,8 @@ impl Sandbox {
         };
         let ahead = match supervisor.namespaces_ahead() {
             _ if mounts.is_none() => None,
-            crate::NamespacesAhead::Off => None,
-            crate::NamespacesAhead::FirstRun => Some(super::Ahead::new(false)),
+            crate::supervisor::NamespacesAhead::Off => None,
+            crate::supervisor::NamespacesAhead::FirstRun => Some(super::Ahead::new(false)),
             _ => Some(super::Ahead::new(true)),
         };
         let shared = Arc::new(Shared {
