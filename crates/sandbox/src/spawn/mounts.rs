@@ -322,42 +322,48 @@ pub(super) unsafe fn mount_view(
         } else {
             -1
         };
-        check(
-            mount(
-                Some(c"tmpfs"),
-                &first.path,
-                Some(c"tmpfs"),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                Some(plan.data),
-            ),
-            STEP,
-        )?;
-        for cover in plan.covers {
-            make_dir(&cover.staged)?;
-        }
-        // The staging point last: its bind hides the tmpfs's root.
-        for i in (1..plan.covers.len()).chain(std::iter::once(0)) {
-            let Some(cover) = plan.covers.get(i) else {
-                return Err(STEP);
-            };
-            if has_keeps(i) {
-                // Relative sources now resolve beneath the cover.
-                let r = if i == 0 {
-                    libc::syscall(libc::SYS_fchdir, beneath_first)
-                } else {
-                    libc::syscall(libc::SYS_chdir, cover.path.as_ptr())
-                };
-                check(r, STEP)?;
+        // Closed on every path: in a thread that makes namespaces ahead
+        // (`make_ahead`) a failure would otherwise leak it in the service.
+        let covered = (|| -> Result<(), Step> {
+            check(
+                mount(
+                    Some(c"tmpfs"),
+                    &first.path,
+                    Some(c"tmpfs"),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    Some(plan.data),
+                ),
+                STEP,
+            )?;
+            for cover in plan.covers {
+                make_dir(&cover.staged)?;
             }
-            let run_keep = match plan.run_keep {
-                Some((at, keep)) if at == i => Some(keep),
-                _ => None,
-            };
-            mount_cover(cover, run_keep)?;
-        }
+            // The staging point last: its bind hides the tmpfs's root.
+            for i in (1..plan.covers.len()).chain(std::iter::once(0)) {
+                let Some(cover) = plan.covers.get(i) else {
+                    return Err(STEP);
+                };
+                if has_keeps(i) {
+                    // Relative sources now resolve beneath the cover.
+                    let r = if i == 0 {
+                        libc::syscall(libc::SYS_fchdir, beneath_first)
+                    } else {
+                        libc::syscall(libc::SYS_chdir, cover.path.as_ptr())
+                    };
+                    check(r, STEP)?;
+                }
+                let run_keep = match plan.run_keep {
+                    Some((at, keep)) if at == i => Some(keep),
+                    _ => None,
+                };
+                mount_cover(cover, run_keep)?;
+            }
+            Ok(())
+        })();
         if beneath_first >= 0 {
             libc::syscall(libc::SYS_close, beneath_first);
         }
+        covered?;
         let mut slots = scratch_fds.iter_mut();
         for cover in plan.covers.iter().filter(|c| c.scratch) {
             let slot = slots.next().ok_or(STEP)?;
