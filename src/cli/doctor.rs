@@ -289,7 +289,11 @@ fn layers(s: &agent_exec::SandboxSummary, abi: u32, euid: u32) -> Vec<LayerRepor
         line(
             "mount_namespace",
             has_limit("mount_namespace"),
-            "private /tmp, /var/tmp, /dev/shm; host /run and homes hidden".into(),
+            if has_limit("user_namespace") {
+                "private /tmp, /var/tmp, /dev/shm; host /run and homes hidden (made in a user namespace of the sandbox's own, where only the supervisor's uid is mapped)".into()
+            } else {
+                "private /tmp, /var/tmp, /dev/shm; host /run and homes hidden".into()
+            },
             namespace_reason(euid),
         ),
         line(
@@ -329,7 +333,7 @@ fn namespace_reason(euid: u32) -> String {
     if euid == 0 {
         "the supervisor is root but could not unshare (a container runtime's seccomp profile or missing CAP_SYS_ADMIN?)".into()
     } else {
-        "needs a root supervisor (CAP_SYS_ADMIN in the initial user namespace); the seccomp filter refuses SysV IPC and Unix sockets instead".into()
+        "the supervisor is not root and the host refused it an unprivileged user namespace to make one in (user.max_user_namespaces, kernel.unprivileged_userns_clone, or an LSM such as AppArmor's restrict_unprivileged_userns); the seccomp filter refuses SysV IPC and Unix sockets instead".into()
     }
 }
 

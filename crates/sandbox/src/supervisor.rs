@@ -161,6 +161,10 @@ struct Inner {
     /// The empty network namespace started by `init`, until a sandbox
     /// takes it.
     network: Mutex<Option<sys::PendingNetwork>>,
+    /// For a supervisor that is not root, the user namespace (with its
+    /// empty network namespace) its runs make their namespaces in,
+    /// started by `init`, until a sandbox takes it.
+    user: Mutex<Option<sys::PendingUser>>,
     /// Where the kept run cgroup slots are locked, with
     /// [`SupervisorOptions::shared_cgroup_pool`].
     cgroup_slots: Option<PathBuf>,
@@ -192,6 +196,14 @@ impl Supervisor {
         let network = (opts.network_namespace && !matches!(sys::namespaces_known(), Some(Err(_))))
             .then(sys::start_empty_network_namespace)
             .flatten();
+        // A supervisor that is not root makes its runs' namespaces in a
+        // user namespace of its own: started as early, for the same reason.
+        let euid = nix::unistd::Uid::effective();
+        let user = (opts.network_namespace
+            && !euid.is_root()
+            && matches!(sys::namespaces_known(), Some(Err(_))))
+        .then(|| sys::start_user_namespace(euid.as_raw(), nix::unistd::Gid::effective().as_raw()))
+        .flatten();
         let cgroups = OnceLock::new();
         let cgroup_slots = opts
             .shared_cgroup_pool
@@ -219,6 +231,7 @@ impl Supervisor {
                 cap_last,
                 cgroups,
                 network: Mutex::new(network),
+                user: Mutex::new(user),
                 cgroup_slots,
                 namespaces_ahead: opts.namespaces_ahead,
             }),
@@ -230,6 +243,15 @@ impl Supervisor {
     pub(crate) fn take_network_namespace(&self) -> Option<sys::PendingNetwork> {
         self.inner
             .network
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// The user namespace `init` started, if no sandbox took it yet.
+    pub(crate) fn take_user_namespace(&self) -> Option<sys::PendingUser> {
+        self.inner
+            .user
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()

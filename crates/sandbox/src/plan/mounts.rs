@@ -47,6 +47,9 @@ pub(crate) struct Layout {
     run_base: Option<RunBase>,
     /// Files bound over host files (the synthesized `/etc/passwd`).
     files: Vec<FileBind>,
+    /// The runs make their namespaces in a user namespace of their own
+    /// (a non-root supervisor), where only their own ids are mapped.
+    in_user_namespace: bool,
 }
 
 /// The base of the run directories, when it lies beneath a cover.
@@ -95,9 +98,14 @@ fn chain(cover: &Path, dir: &Path) -> Option<Vec<Dir>> {
 
 impl Layout {
     /// The covers for children that may use `granted` (canonical paths,
-    /// with whether each is a directory) and whose run directories are
-    /// made in `run_base`.
-    pub(crate) fn new(granted: &[(PathBuf, bool)], run_base: &Path) -> Layout {
+    /// with whether each is a directory), of which they may write those in
+    /// `writable` and what lies beneath them, and whose run directories
+    /// are made in `run_base`.
+    pub(crate) fn new(
+        granted: &[(PathBuf, bool)],
+        writable: &[PathBuf],
+        run_base: &Path,
+    ) -> Layout {
         let run_base = run_base.canonicalize().ok();
         let mut chosen: Vec<(PathBuf, bool)> = Vec::new();
         let kinds = SCRATCH
@@ -112,10 +120,12 @@ impl Layout {
             let granted_over = granted.iter().any(|(g, _)| real.starts_with(g));
             // A scratch directory gets a read-write Landlock rule, and
             // Landlock judges a path by every directory above it, mount
-            // points included: a granted path bound back beneath it (a
+            // points included: a writable path bound back beneath it (a
             // root under /tmp) would become writable in a read-only run.
-            // Such a scratch directory stays the host's.
-            let grants_beneath = scratch && granted.iter().any(|(g, _)| g.starts_with(&real));
+            // Such a scratch directory stays the host's. A path granted
+            // only for reading is bound back read-only (`Keep::remount`),
+            // which no Landlock right can widen.
+            let grants_beneath = scratch && writable.iter().any(|g| g.starts_with(&real));
             let overlaps = chosen
                 .iter()
                 .any(|(p, _)| real.starts_with(p) || p.starts_with(&real));
@@ -194,6 +204,7 @@ impl Layout {
             covers,
             run_base,
             files: Vec::new(),
+            in_user_namespace: false,
         }
     }
 
@@ -221,6 +232,8 @@ impl Layout {
                 target: cstring(&rb.base.join(name))?,
                 dirs: rb.dirs.clone(),
                 is_dir: true,
+                // The run's own directory: writable in every run.
+                remount: None,
             },
         ))
     }
@@ -232,8 +245,34 @@ impl Layout {
             covers: &self.covers,
             run_keep: run_keep.map(|(at, keep)| (*at, keep)),
             files: &self.files,
+            chown: !self.in_user_namespace,
         }
     }
+
+    /// Whether the run directories' base lies beneath a cover: each run's
+    /// own directory is then bound back in its namespace.
+    pub(crate) fn run_base_covered(&self) -> bool {
+        self.run_base.is_some()
+    }
+
+    /// The runs make these namespaces inside the sandbox's user namespace.
+    pub(crate) fn set_in_user_namespace(&mut self) {
+        self.in_user_namespace = true;
+    }
+}
+
+/// The flags that remount a bind of `path` read-only: its mount's
+/// `noexec` kept (a mount a user namespace inherited has it locked; the
+/// other flags are only added), `nosuid` and `nodev` always.
+fn read_only_flags(path: &Path) -> libc::c_ulong {
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let noexec = statvfs(path).is_ok_and(|v| v.flags().contains(FsFlags::ST_NOEXEC));
+    let mut flags =
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+    if noexec {
+        flags |= libc::MS_NOEXEC;
+    }
+    flags
 }
 
 /// One cover of `real`, staged at `staged`, keeping the granted paths
@@ -255,6 +294,9 @@ fn cover(real: &Path, staged: &Path, scratch: bool, granted: &[(PathBuf, bool)])
                 target: cstring(g)?,
                 dirs: chain(real, parent)?,
                 is_dir: *is_dir,
+                // Beneath a scratch cover only paths granted for reading
+                // are kept (`Layout::new`): read-only where they are.
+                remount: scratch.then(|| read_only_flags(g)),
             })
         })
         .collect::<Option<Vec<Keep>>>()?;
@@ -350,6 +392,38 @@ mod tests {
         assert_eq!((cv.staged.mode, cv.staged.uid), (0o755, 0));
         let cv = cover(&home, &staged, true, &granted).unwrap();
         assert_eq!((cv.staged.mode, cv.staged.uid), (0o1777, 0));
+        // Kept beneath a writable cover: bound back read-only, or a
+        // Landlock rule on the cover would make them writable.
+        assert!(!cv.keeps.is_empty());
+        for k in &cv.keeps {
+            let flags = k.remount.expect("read-only beneath a scratch cover");
+            assert_ne!(flags & libc::MS_RDONLY, 0);
+            assert_ne!(flags & libc::MS_REMOUNT, 0);
+        }
+        let cv = cover(&home, &staged, false, &granted).unwrap();
+        assert!(cv.keeps.iter().all(|k| k.remount.is_none()));
+    }
+
+    /// A path granted for reading beneath the temp dir leaves it the
+    /// run's own (bound back read-only); a writable one leaves it the
+    /// host's.
+    #[test]
+    fn only_a_writable_grant_keeps_the_temp_dir_the_hosts() {
+        let tmp = std::env::temp_dir().canonicalize().unwrap();
+        if tmp != Path::new("/tmp") {
+            return;
+        }
+        let made = tempfile::Builder::new().prefix("ae-ro").tempdir().unwrap();
+        let inside = made.path().canonicalize().unwrap();
+        let base = Path::new("/nonexistent-base");
+        let read_only = [(inside.clone(), true)];
+        let l = Layout::new(&read_only, &[], base);
+        let cv = cover_of(&l, "/tmp").expect("/tmp covered");
+        assert!(cv.scratch);
+        assert_eq!(cv.keeps.len(), 1);
+        assert!(cv.keeps[0].remount.is_some());
+        let l = Layout::new(&read_only, std::slice::from_ref(&inside), base);
+        assert!(cover_of(&l, "/tmp").is_none());
     }
 
     #[test]
@@ -359,7 +433,7 @@ mod tests {
         let made = tempfile::Builder::new().prefix("ae-x").tempdir().unwrap();
         let base = made.path().canonicalize().unwrap();
         let base_name = base.file_name().unwrap().to_str().unwrap().to_string();
-        let l = Layout::new(&granted, &base);
+        let l = Layout::new(&granted, &[], &base);
         if let Some(cv) = cover_of(&l, "/tmp") {
             assert!(cv.scratch);
             assert!(cv.keeps.is_empty());
@@ -399,7 +473,7 @@ mod tests {
             None => assert!(l.run_keep(name).is_none()),
         }
         // A grant of the temp dir itself leaves it uncovered.
-        let l = Layout::new(&[(tmp.clone(), true)], &base);
+        let l = Layout::new(&[(tmp.clone(), true)], &[], &base);
         assert!(
             !l.covered()
                 .any(|p| p.to_bytes() == tmp.as_os_str().as_bytes())

@@ -55,6 +55,9 @@ struct Shared {
     /// The runs' own mount namespace; `None`: runs share the supervisor's
     /// (and its IPC namespace).
     mounts: Option<mounts::Layout>,
+    /// The user namespace a non-root supervisor's runs enter to make
+    /// their own namespaces; `None`: the supervisor's.
+    user_ns: Option<OwnedFd>,
     /// The empty network namespace every run joins, for a sandbox without
     /// network whose runs get their own mount namespace; `None`: runs
     /// share the supervisor's.
@@ -349,6 +352,7 @@ impl RunSandbox {
             cgroup,
             landlock: plan.map(|plan| plan.rules(home)),
             seccomp: s.seccomp.as_deref(),
+            user: s.user_ns.as_ref().map(|fd| fd.as_raw_fd()),
             mounts: s
                 .mounts
                 .as_ref()

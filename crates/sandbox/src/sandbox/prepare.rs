@@ -91,9 +91,40 @@ impl Sandbox {
         })?;
         user_warnings(cfg, &creds, &root, &mut notes);
         let rundir_base = rundir::ensure_base()?;
-        // Only a root supervisor makes namespaces, where these stand in
-        // for the host's files; made now so Landlock can grant them.
-        let identity = match (cfg.namespaces, creds.privileged) {
+        // A supervisor without CAP_SYS_ADMIN (not root) gives its runs
+        // their namespaces from a user namespace of the sandbox's own,
+        // where the host allows unprivileged ones; made once here, joined
+        // by each run's child.
+        let (mut user_ns, user_ns_refused) = match (cfg.namespaces, creds.privileged) {
+            (Namespaces::Off, _) | (_, true) => (None, None),
+            _ if namespaces_possible() => (None, None),
+            _ => {
+                let made = match supervisor.take_user_namespace() {
+                    Some(pending) => pending.join().unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the user namespace thread panicked"))
+                    }),
+                    None => crate::spawn::sys::make_user_namespace(
+                        nix::unistd::Uid::effective().as_raw(),
+                        nix::unistd::Gid::effective().as_raw(),
+                        !inet,
+                    ),
+                };
+                match made {
+                    Ok(mut made) => {
+                        // Runs with loopback ports keep the host's network.
+                        if inet {
+                            made.net = None;
+                        }
+                        (Some(made), None)
+                    }
+                    Err(e) => (None, Some(e)),
+                }
+            }
+        };
+        // Only runs with namespaces of their own get these, where they
+        // stand in for the host's files; made now so Landlock can grant
+        // them.
+        let identity = match (cfg.namespaces, creds.privileged || user_ns.is_some()) {
             (Namespaces::Off, _) | (_, false) => None,
             _ => identity::files(&rundir_base, creds.uid, creds.gid),
         };
@@ -128,16 +159,51 @@ impl Sandbox {
         // processes host-wide, so one run's fork bomb would starve every
         // other run of the daemon.
         let cgroups = layers::cgroups(cfg, supervisor.cgroups(), &mut notes)?;
-        let granted = granted_paths(cfg, landlock.as_ref(), &root);
-        let mut mounts = namespaces(cfg, &granted, &rundir_base, &mut notes)?;
+        // The identity files are seen only where they are bound, over
+        // `/etc`'s (before any cover is made): kept at their own path
+        // beneath a fallback base in `/tmp`, they would keep `/tmp` from
+        // becoming the run's own, and be writable through it.
+        let bound_only: Vec<PathBuf> = identity_read
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        let granted: Vec<(PathBuf, bool)> = granted_paths(cfg, landlock.as_ref(), &root)
+            .into_iter()
+            .filter(|(p, _)| !bound_only.contains(p))
+            .collect();
+        // What runs may write, beside their own directories: a scratch
+        // cover with one of these beneath it stays the host's.
+        let writable: Vec<PathBuf> = std::iter::once(root.clone())
+            .chain(
+                cfg.write
+                    .iter()
+                    .filter_map(|p| Path::new(p).canonicalize().ok()),
+            )
+            .collect();
+        let mut mounts = namespaces(
+            cfg,
+            (&granted, &writable),
+            &rundir_base,
+            (user_ns.is_some(), user_ns_refused),
+            &mut notes,
+        )?;
         if let (Some(layout), Some((passwd, group))) = (mounts.as_mut(), &identity) {
             layout.bind_file(passwd, Path::new("/etc/passwd"));
             layout.bind_file(group, Path::new("/etc/group"));
         }
         if mounts.is_some() {
             limits.extend(NAMESPACES.iter().map(|n| n.to_string()));
+            if user_ns.is_some() {
+                limits.push(USER_NAMESPACE.to_string());
+            }
         }
-        let network_ns = match network_ns.map(|t| t.join()) {
+        // The user namespace's own network namespace, for a non-root
+        // supervisor; else the one a thread made.
+        let network_ns = match (network_ns, user_ns.as_mut().and_then(|u| u.net.take())) {
+            (None, Some(fd)) => Some(Ok(Ok(fd))),
+            (pending, _) => pending.map(|t| t.join()),
+        };
+        let network_ns = match network_ns {
             Some(Ok(Ok(fd))) if mounts.is_some() => {
                 limits.push(NET_NAMESPACE.to_string());
                 Some(fd)
@@ -146,6 +212,14 @@ impl Sandbox {
             None if inet || cfg.namespaces == Namespaces::Off => None,
             // Without mount namespaces this was recorded as not applied.
             _ if mounts.is_none() => None,
+            // No thread may enter a user namespace (the kernel refuses
+            // `setns` into one to a threaded process), so none can make a
+            // run's namespaces inside it.
+            _ if user_ns.is_some() => None,
+            // Every run's own directory would have to be bound into it:
+            // runs make their own (a supervisor whose run directories lie
+            // beneath a cover, as a base under `/run` does).
+            _ if mounts.as_ref().is_some_and(|m| m.run_base_covered()) => None,
             failed => {
                 if cfg.namespaces == Namespaces::Required {
                     let source = match failed {
@@ -198,6 +272,7 @@ impl Sandbox {
             rundir_base,
             root,
             mounts,
+            user_ns: user_ns.map(|u| u.user),
             network: network_ns,
             ahead,
             summary,
@@ -306,6 +381,10 @@ const NAMESPACES: [&str; 2] = ["mount_namespace", "ipc_namespace"];
 /// or not: then it joins the two above).
 const NET_NAMESPACE: &str = "net_namespace";
 
+/// The summary's name for the user namespace a non-root supervisor's runs
+/// make their namespaces in: in `limits` when they do.
+const USER_NAMESPACE: &str = "user_namespace";
+
 /// Whether trying to make namespaces can succeed, cheaply: a definite
 /// "no" (no CAP_SYS_ADMIN) spares the thread.
 fn namespaces_possible() -> bool {
@@ -345,24 +424,41 @@ fn granted_paths(
 /// The run's own namespaces, when the configuration asks for them and
 /// the supervisor can make them: its credentials tell, or else a probe
 /// does what each child will.
+///
+/// `user_ns`: whether the runs make them in the sandbox's user namespace
+/// (a non-root supervisor), or why the host refused one.
 fn namespaces(
     cfg: &SandboxConfig,
-    granted: &[(PathBuf, bool)],
+    (granted, writable): (&[(PathBuf, bool)], &[PathBuf]),
     rundir_base: &Path,
+    user_ns: (bool, Option<std::io::Error>),
     notes: &mut Notes,
 ) -> Result<Option<mounts::Layout>, SandboxError> {
     if cfg.namespaces == Namespaces::Off {
         return Ok(None);
     }
-    let layout = mounts::Layout::new(granted, rundir_base);
+    let mut layout = mounts::Layout::new(granted, writable, rundir_base);
+    let (in_user_ns, user_ns_refused) = user_ns;
+    if in_user_ns {
+        layout.set_in_user_namespace();
+        return Ok(Some(layout));
+    }
     let target = layout.covered().next().unwrap_or(c"/");
-    let known = crate::spawn::sys::namespaces_known();
-    let source = match known.unwrap_or_else(|| crate::spawn::sys::probe_namespaces(target)) {
-        Ok(()) => return Ok(Some(layout)),
-        Err(e) => e,
+    let user_ns_was_refused = user_ns_refused.is_some();
+    let source = match user_ns_refused {
+        Some(refused) => refused,
+        None => {
+            let known = crate::spawn::sys::namespaces_known();
+            match known.unwrap_or_else(|| crate::spawn::sys::probe_namespaces(target)) {
+                Ok(()) => return Ok(Some(layout)),
+                Err(e) => e,
+            }
+        }
     };
     if cfg.namespaces == Namespaces::Required {
-        let reason = if source.raw_os_error() == Some(libc::EPERM) {
+        let reason = if user_ns_was_refused {
+            "the supervisor is not root and the host refused it an unprivileged user namespace to make them in (see /proc/sys/user/max_user_namespaces and any LSM restriction of user namespaces)"
+        } else if source.raw_os_error() == Some(libc::EPERM) {
             "the supervisor may not create mount and IPC namespaces (it needs CAP_SYS_ADMIN: run it as root)"
         } else {
             "the kernel refused a mount or IPC namespace"

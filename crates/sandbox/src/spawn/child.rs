@@ -111,6 +111,13 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             (_, None) => Ok(()),
             (Step::CgroupJoin, Some(c)) => join_cgroups(c, plan.v2_joined),
             (Step::Rlimit, Some(c)) => set_rlimits(c),
+            (Step::JoinUser, Some(c)) => match c.user {
+                Some(fd) => check(
+                    libc::syscall(libc::SYS_setns, fd, libc::CLONE_NEWUSER),
+                    step,
+                ),
+                None => Ok(()),
+            },
             // The namespace steps: only a plan with namespaces has them.
             (Step::Unshare | Step::MountPrivate | Step::MountView, Some(c))
                 if c.mounts.is_none() =>
@@ -145,8 +152,12 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             ),
             // Only root can change its credentials; a non-root
             // supervisor has nothing to drop (no_new_privs keeps file
-            // capabilities and setuid bits inert).
-            (_, Some(c)) if !c.creds.privileged && is_root_only(step) => Ok(()),
+            // capabilities and setuid bits inert) unless its child entered
+            // the sandbox's user namespace: then it drops that namespace's
+            // capabilities as root drops its own, but keeps its uid, gid
+            // and groups (the only ones mapped; `setgroups` is denied).
+            (_, Some(c)) if !c.creds.privileged && is_credential_change(step) => Ok(()),
+            (_, Some(c)) if !c.creds.privileged && c.user.is_none() && is_root_only(step) => Ok(()),
             (Step::CapBounding, Some(c)) => drop_bounding_set(c, plan.bounding_empty),
             (Step::Securebits, Some(_)) => lock_securebits(),
             // Raw syscalls: glibc's wrappers would try to broadcast the
@@ -216,6 +227,11 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             },
         }
     }
+}
+
+/// Steps that change the uid, gid or groups.
+fn is_credential_change(step: Step) -> bool {
+    matches!(step, Step::Setgroups | Step::Setgid | Step::Setuid)
 }
 
 /// Steps that change credentials, which only a root supervisor can.

@@ -40,6 +40,57 @@ pub(super) unsafe fn clone_vfork(plan: &mut ChildPlan<'_>) -> std::io::Result<li
     })
 }
 
+/// Starts `entry(arg)` with `clone(CLONE_VM | CLONE_VFORK | extra)` on
+/// this thread's child stack, signals blocked, and returns once it has
+/// exited or exec'd, with a pidfd for it (to reap it without racing a
+/// service's `waitpid(-1)` for its pid).
+///
+/// # Safety
+/// `entry` must make raw syscalls only (it runs in the caller's memory on
+/// a stack of its own) and end in `_exit` or `execve`; `arg` must outlive
+/// the call.
+pub(super) unsafe fn clone_vfork_entry(
+    extra: libc::c_int,
+    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    CHILD_STACKS.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(ChildStack::map()?);
+        }
+        let Some(stack) = slot.as_ref() else {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+        };
+        // SAFETY: the stack is this thread's and unused (CLONE_VFORK: any
+        // earlier child is done with it); the mask is restored before
+        // returning; the pidfd is written into `pidfd` by the kernel.
+        unsafe {
+            let top = (stack.base as *mut u8).add(stack.page + CHILD_STACK) as *mut libc::c_void;
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            let mut pidfd: libc::c_int = -1;
+            let pid = libc::clone(
+                entry,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD | extra,
+                arg,
+                &mut pidfd as *mut libc::c_int,
+            );
+            let result = if pid < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(std::os::fd::OwnedFd::from_raw_fd(pidfd))
+            };
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            result
+        }
+    })
+}
+
 /// A child stack with a guard page below it, mapped once per thread and
 /// reused by every spawn from that thread: mapping and unmapping one per
 /// spawn cost a TLB shootdown each time. Reuse is safe because CLONE_VFORK

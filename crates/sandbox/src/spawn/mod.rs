@@ -130,6 +130,9 @@ pub(crate) struct Confinement<'a> {
     pub landlock: Option<landlock_sys::LandlockRules<'a>>,
     /// The compiled seccomp program (its length fits a u16).
     pub seccomp: Option<&'a [libc::sock_filter]>,
+    /// The sandbox's user namespace, entered first (a non-root
+    /// supervisor's runs); `None`: the supervisor's.
+    pub user: Option<RawFd>,
     /// The run's own mount and IPC namespaces; `None`: the supervisor's.
     pub mounts: Option<mounts::MountPlan<'a>>,
     /// Those namespaces already made for this run (`mounts::make_ahead`):

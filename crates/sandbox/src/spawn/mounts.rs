@@ -71,6 +71,10 @@ pub(crate) struct Keep {
     pub dirs: Vec<Dir>,
     /// Whether `target` is made as a directory (else as an empty file).
     pub is_dir: bool,
+    /// The flags that remount it read-only once bound (`MS_REMOUNT |
+    /// MS_BIND | MS_RDONLY | ...`), for a path granted only for reading
+    /// beneath a writable cover; `None`: it stays as the host has it.
+    pub remount: Option<libc::c_ulong>,
 }
 
 /// A host file bound read-only over another in the run's view (the
@@ -94,6 +98,10 @@ pub(crate) struct MountPlan<'a> {
     /// Files bound over others, before any cover (a source may lie
     /// beneath one).
     pub files: &'a [FileBind],
+    /// Give made directories their host owner. Not in a user namespace
+    /// where only the child's own ids are mapped: there they stay the
+    /// child's, which the read-only covers keep it from using.
+    pub chown: bool,
 }
 
 /// A run's mount and IPC namespaces made ahead of its spawn, for one run
@@ -336,7 +344,7 @@ pub(super) unsafe fn mount_view(
                 STEP,
             )?;
             for cover in plan.covers {
-                make_dir(&cover.staged)?;
+                make_dir(&cover.staged, plan.chown)?;
             }
             // The staging point last: its bind hides the tmpfs's root.
             for i in (1..plan.covers.len()).chain(std::iter::once(0)) {
@@ -356,7 +364,7 @@ pub(super) unsafe fn mount_view(
                     Some((at, keep)) if at == i => Some(keep),
                     _ => None,
                 };
-                mount_cover(cover, run_keep)?;
+                mount_cover(cover, run_keep, plan.chown)?;
             }
             Ok(())
         })();
@@ -418,7 +426,7 @@ unsafe fn bind_files(files: &[FileBind]) -> Result<(), Step> {
 /// # Safety
 /// Child side only, with the working directory beneath the cover when it
 /// has keeps.
-unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>) -> Result<(), Step> {
+unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>, chown: bool) -> Result<(), Step> {
     // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
     // plan, alive for the spawn.
     unsafe {
@@ -433,7 +441,7 @@ unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>) -> Result<(), Step
             STEP,
         )?;
         for keep in cover.keeps.iter().chain(run_keep) {
-            bind_back(keep)?;
+            bind_back(keep, chown)?;
         }
         if !cover.scratch {
             let flags = libc::MS_REMOUNT
@@ -454,12 +462,12 @@ unsafe fn mount_cover(cover: &Cover, run_keep: Option<&Keep>) -> Result<(), Step
 ///
 /// # Safety
 /// Child side only, with the working directory beneath the cover.
-unsafe fn bind_back(keep: &Keep) -> Result<(), Step> {
+unsafe fn bind_back(keep: &Keep, chown: bool) -> Result<(), Step> {
     // SAFETY (whole body): raw syscalls on NUL-terminated strings of the
     // plan.
     unsafe {
         for dir in &keep.dirs {
-            make_dir(dir)?;
+            make_dir(dir, chown)?;
         }
         make_mount_point(&keep.target, keep.is_dir)?;
         let r = mount(
@@ -469,19 +477,26 @@ unsafe fn bind_back(keep: &Keep) -> Result<(), Step> {
             libc::MS_BIND | libc::MS_REC,
             None,
         );
-        if r < 0 && errno() != libc::ENOENT {
-            return Err(STEP);
+        if r < 0 {
+            return if errno() == libc::ENOENT {
+                Ok(())
+            } else {
+                Err(STEP)
+            };
+        }
+        if let Some(flags) = keep.remount {
+            check(mount(None, &keep.target, None, flags, None), STEP)?;
         }
     }
     Ok(())
 }
 
-/// A directory with its mode and owner; one that exists already (made
-/// for another kept path) is left as it is.
+/// A directory with its mode and (with `chown`) owner; one that exists
+/// already (made for another kept path) is left as it is.
 ///
 /// # Safety
 /// Child side only, with the umask lifted.
-unsafe fn make_dir(dir: &Dir) -> Result<(), Step> {
+unsafe fn make_dir(dir: &Dir, chown: bool) -> Result<(), Step> {
     // SAFETY: NUL-terminated path; integer arguments.
     unsafe {
         let r = libc::syscall(
@@ -497,7 +512,7 @@ unsafe fn make_dir(dir: &Dir) -> Result<(), Step> {
                 Err(STEP)
             };
         }
-        if dir.uid != 0 || dir.gid != 0 {
+        if chown && (dir.uid != 0 || dir.gid != 0) {
             check(
                 libc::syscall(
                     libc::SYS_fchownat,

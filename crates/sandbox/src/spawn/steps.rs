@@ -25,6 +25,9 @@ pub(crate) enum Step {
     /// Write itself into the run's cgroups it was not born in.
     CgroupJoin,
     Rlimit,
+    /// The sandbox's user namespace, for a non-root supervisor's runs:
+    /// the capabilities in it let the child make the namespaces below.
+    JoinUser,
     /// A mount and an IPC namespace of the child's own.
     Unshare,
     /// The sandbox's empty network namespace, for runs without network.
@@ -61,6 +64,10 @@ pub(crate) enum Step {
 /// - handlers reset before anything else, so no supervisor handler can run
 ///   on the child's stack once signals are unblocked;
 /// - cgroup join and rlimits need root's rights: before the privilege drop;
+/// - a non-root supervisor's child enters the sandbox's user namespace
+///   after its cgroup join and rlimits (both checked against the host's
+///   credentials) and before it makes or joins any other namespace, which
+///   its capabilities there allow;
 /// - the namespaces after the cgroup join (the kernel charges their memory
 ///   to the run's cgroup) and before the privilege drop (CAP_SYS_ADMIN);
 ///   the tree is private before anything is mounted, and every mount is
@@ -72,7 +79,7 @@ pub(crate) enum Step {
 ///   unprivileged process;
 /// - `chdir` after the uid change, so the child user's permissions apply;
 /// - seccomp last before exec: the filter refuses nothing exec needs.
-pub(crate) const STEPS: [Step; 27] = [
+pub(crate) const STEPS: [Step; 28] = [
     Step::Signals,
     Step::Setsid,
     Step::ParentDeath,
@@ -80,6 +87,7 @@ pub(crate) const STEPS: [Step; 27] = [
     Step::CloseFds,
     Step::CgroupJoin,
     Step::Rlimit,
+    Step::JoinUser,
     Step::Unshare,
     Step::JoinNetwork,
     Step::MountPrivate,
@@ -113,6 +121,7 @@ impl Step {
             Step::CloseFds => "close_fds",
             Step::CgroupJoin => "cgroup_join",
             Step::Rlimit => "rlimit",
+            Step::JoinUser => "join_user_namespace",
             Step::Unshare => "unshare_namespaces",
             Step::JoinNetwork => "join_network_namespace",
             Step::MountPrivate => "mount_private",
@@ -195,6 +204,37 @@ mod tests {
             Step::Unshare,
             "the namespaces' memory is charged to the cgroup the child is in: join the run's first",
         ),
+        (
+            Step::CgroupJoin,
+            Step::JoinUser,
+            "cgroup.procs is checked against the host's credentials: join before entering the user namespace",
+        ),
+        (
+            Step::Rlimit,
+            Step::JoinUser,
+            "the limits are the host's: set them before entering the user namespace",
+        ),
+        (
+            Step::JoinUser,
+            Step::Unshare,
+            "a non-root child may make mount and IPC namespaces only with the capabilities of its user namespace",
+        ),
+        (
+            Step::JoinUser,
+            Step::JoinNetwork,
+            "the runs' network namespace belongs to the user namespace: setns into it needs CAP_SYS_ADMIN there",
+        ),
+        (
+            Step::JoinUser,
+            Step::CapBounding,
+            "the user namespace's capabilities are dropped like root's: enter it first",
+        ),
+        (
+            Step::JoinUser,
+            Step::Capset,
+            "the user namespace's capabilities are dropped like root's: enter it first",
+        ),
+        (Step::JoinUser, Step::Seccomp, "the filter refuses setns"),
         (
             Step::Unshare,
             Step::MountPrivate,

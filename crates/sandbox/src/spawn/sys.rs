@@ -8,7 +8,7 @@
 
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// `pidfd_open(pid, 0)`: an fd that refers to the process `pid` for as long
@@ -40,7 +40,6 @@ pub(crate) fn waitid_pidfd(
     reap: bool,
     block: bool,
 ) -> io::Result<Option<ChildExit>> {
-    use std::os::fd::AsRawFd;
     let mut flags = libc::WEXITED;
     if !reap {
         flags |= libc::WNOWAIT;
@@ -112,7 +111,6 @@ impl<'fd, const N: usize> PollSlots<'fd, N> {
     /// Watches `fd` for `events` (`libc::POLLIN`, `libc::POLLOUT`) in
     /// `slot`. Out-of-range slots are ignored.
     pub(crate) fn set(&mut self, slot: usize, fd: BorrowedFd<'fd>, events: i16) {
-        use std::os::fd::AsRawFd;
         if let Some(p) = self.fds.get_mut(slot) {
             *p = libc::pollfd {
                 fd: fd.as_raw_fd(),
@@ -446,6 +444,226 @@ pub(crate) type PendingNetwork = std::thread::JoinHandle<io::Result<OwnedFd>>;
 pub(crate) unsafe fn join_network(fd: RawFd) -> libc::c_long {
     // SAFETY: integer arguments only.
     unsafe { libc::syscall(libc::SYS_setns, fd, libc::CLONE_NEWNET) }
+}
+
+/// A user namespace made for a non-root supervisor's runs, in which they
+/// may make mount and IPC namespaces, and the empty network namespace it
+/// owns.
+#[derive(Debug)]
+pub(crate) struct UserNamespace {
+    pub user: OwnedFd,
+    /// `None` when it was not asked for (the runs keep the host's network).
+    pub net: Option<OwnedFd>,
+}
+
+/// Makes a user namespace in which `uid` and `gid` (the caller's own) are
+/// themselves and nothing else is mapped, and with `net` an empty network
+/// namespace owned by it, then checks that a mount namespace can be made
+/// and a tmpfs mounted in them, as each run's child will.
+///
+/// Why a helper process: the kernel refuses `unshare(CLONE_NEWUSER)` to a
+/// threaded process and `setns` into a user namespace likewise, so no
+/// thread of the supervisor can make or enter one; a process cloned
+/// straight into new namespaces can. It shares this process's memory and
+/// descriptor table (`CLONE_VM | CLONE_FILES`, suspending only the calling
+/// thread until it exits): no page tables copied, and the namespace
+/// descriptors it opens are this process's. It writes its own maps
+/// (`setgroups` denied first, as the kernel requires of an unprivileged
+/// writer), opens its namespaces, probes and exits (`userns_entry`). The
+/// descriptors keep the namespaces alive for the sandbox's life; each
+/// run's child joins the user namespace with `setns`, which the kernel
+/// allows the namespace's owner (the same uid) from outside.
+pub(crate) fn make_user_namespace(uid: u32, gid: u32, net: bool) -> io::Result<UserNamespace> {
+    let mut job = UsernsJob {
+        uid_map: IdMap::new(uid),
+        gid_map: IdMap::new(gid),
+        net,
+        user_fd: -1,
+        net_fd: -1,
+        failed_at: 0,
+        errno: 0,
+    };
+    let mut extra = libc::CLONE_NEWUSER | libc::CLONE_FILES;
+    if net {
+        extra |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: `userns_entry` makes raw syscalls on `job` only and exits;
+    // `job` outlives the call (CLONE_VFORK returns after the exit).
+    let pidfd = unsafe {
+        super::clone::clone_vfork_entry(
+            extra,
+            userns_entry,
+            &mut job as *mut UsernsJob as *mut libc::c_void,
+        )
+    }?;
+    // A service's SIGCHLD handler may reap it first (ECHILD): fine.
+    let _ = waitid_pidfd(pidfd.as_fd(), true, true);
+    // SAFETY: the helper opened these in this process's descriptor table
+    // (CLONE_FILES) and nothing else owns them.
+    let adopt = |fd: libc::c_int| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+    let (user, net_fd) = (adopt(job.user_fd), adopt(job.net_fd));
+    if job.failed_at != 0 {
+        let source = io::Error::from_raw_os_error(job.errno);
+        return Err(io::Error::new(
+            source.kind(),
+            format!(
+                "{} in a new user namespace: {source}",
+                USERNS_STAGES[job.failed_at as usize]
+            ),
+        ));
+    }
+    match user {
+        Some(user) => Ok(UserNamespace { user, net: net_fd }),
+        None => Err(io::Error::other(
+            "the user namespace helper opened no namespace",
+        )),
+    }
+}
+
+/// One line of an id map (`"<id> <id> 1\n"`), formatted before the clone.
+#[derive(Clone, Copy)]
+struct IdMap {
+    text: [u8; 32],
+    len: usize,
+}
+
+impl IdMap {
+    fn new(id: u32) -> IdMap {
+        let mut text = [0u8; 32];
+        let line = format!("{id} {id} 1\n");
+        let len = line.len().min(text.len());
+        text[..len].copy_from_slice(&line.as_bytes()[..len]);
+        IdMap { text, len }
+    }
+}
+
+/// What the helper is asked and answers, in the memory it shares.
+#[repr(C)]
+struct UsernsJob {
+    uid_map: IdMap,
+    gid_map: IdMap,
+    net: bool,
+    user_fd: libc::c_int,
+    net_fd: libc::c_int,
+    /// The stage that failed (an index of `USERNS_STAGES`); 0: none.
+    failed_at: u32,
+    errno: libc::c_int,
+}
+
+/// The helper's stages, for the error message.
+const USERNS_STAGES: [&str; 7] = [
+    "",
+    "denying setgroups",
+    "writing the uid map",
+    "writing the gid map",
+    "opening the namespaces",
+    "making a mount and IPC namespace",
+    "mounting a tmpfs",
+];
+
+/// The helper of [`make_user_namespace`], in its new namespaces, on its
+/// own stack in the supervisor's memory: raw syscalls only.
+extern "C" fn userns_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `UsernsJob` the suspended caller keeps alive.
+    let job = unsafe { &mut *(arg as *mut UsernsJob) };
+    // SAFETY: raw syscalls on static strings and the job's buffers.
+    let stage = unsafe { userns_stages(job) };
+    if let Err(stage) = stage {
+        job.failed_at = stage;
+        // SAFETY: this thread's errno location (the caller's, shared).
+        job.errno = unsafe { *libc::__errno_location() };
+    }
+    // SAFETY: raw exit of the helper.
+    unsafe { libc::_exit(0) }
+}
+
+/// # Safety
+/// Only in [`userns_entry`].
+unsafe fn userns_stages(job: &mut UsernsJob) -> Result<(), u32> {
+    // SAFETY (whole body): raw syscalls on static NUL-terminated paths and
+    // on the job's buffers.
+    unsafe {
+        let write_file = |path: &std::ffi::CStr, data: &[u8]| -> bool {
+            let fd = libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC,
+            );
+            if fd < 0 {
+                return false;
+            }
+            let n = libc::syscall(libc::SYS_write, fd, data.as_ptr(), data.len());
+            libc::syscall(libc::SYS_close, fd);
+            n == data.len() as libc::c_long
+        };
+        let open_ns = |path: &std::ffi::CStr| -> libc::c_int {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            ) as libc::c_int
+        };
+        if !write_file(c"/proc/self/setgroups", b"deny") {
+            return Err(1);
+        }
+        if !write_file(c"/proc/self/uid_map", &job.uid_map.text[..job.uid_map.len]) {
+            return Err(2);
+        }
+        if !write_file(c"/proc/self/gid_map", &job.gid_map.text[..job.gid_map.len]) {
+            return Err(3);
+        }
+        job.user_fd = open_ns(c"/proc/self/ns/user");
+        if job.user_fd < 0 {
+            return Err(4);
+        }
+        if job.net {
+            job.net_fd = open_ns(c"/proc/self/ns/net");
+            if job.net_fd < 0 {
+                return Err(4);
+            }
+        }
+        if libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) < 0
+            || libc::syscall(
+                libc::SYS_mount,
+                std::ptr::null::<libc::c_char>(),
+                c"/".as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
+                std::ptr::null::<libc::c_void>(),
+            ) < 0
+        {
+            return Err(5);
+        }
+        if libc::syscall(
+            libc::SYS_mount,
+            c"tmpfs".as_ptr(),
+            c"/".as_ptr(),
+            c"tmpfs".as_ptr(),
+            (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY) as libc::c_ulong,
+            c"size=4k".as_ptr(),
+        ) < 0
+        {
+            return Err(6);
+        }
+        Ok(())
+    }
+}
+
+/// A user namespace on its way (see [`start_user_namespace`]).
+pub(crate) type PendingUser = std::thread::JoinHandle<io::Result<UserNamespace>>;
+
+/// Starts [`make_user_namespace`] (with a network namespace) on a thread
+/// of its own, so its kernel work (the clone into new namespaces, the
+/// helper's probe and exit: about 1.5 ms here) overlaps what the caller
+/// does meanwhile; a clone, unlike `unshare`, may make a user namespace
+/// from any thread. `None` when no thread could be started.
+pub(crate) fn start_user_namespace(uid: u32, gid: u32) -> Option<PendingUser> {
+    std::thread::Builder::new()
+        .name("agent-exec-userns".into())
+        .spawn(move || make_user_namespace(uid, gid, true))
+        .ok()
 }
 
 #[cfg(test)]
