@@ -29,15 +29,23 @@ pub(super) fn refusal(pid: i32, daemon: u32) -> Option<String> {
             "the connecting process (pid {pid}) is in this daemon's run cgroup {cgroup}"
         ));
     }
+    // Every process that descends from the daemon started after it: the
+    // walk ends at the first process that started before (most clients'
+    // chains reach one within a step or two, where each step is a read of
+    // `/proc/<pid>/stat`). Same clock tick: not known to be older.
+    let daemon_start = started(daemon);
     let daemon = i32::try_from(daemon).unwrap_or(i32::MAX);
     let mut p = pid;
     for _ in 0..MAX_DEPTH {
-        let Some(ppid) = parent(p) else {
+        let Some((ppid, start)) = parent_and_start(p) else {
             return Some(format!(
                 "the connecting process (pid {pid}) could not be verified: pid {p} vanished \
                  while its ancestry was read"
             ));
         };
+        if daemon_start.is_some_and(|d| start < d) {
+            return None;
+        }
         if ppid == daemon {
             return Some(format!(
                 "the connecting process (pid {pid}) was started by a command this daemon runs"
@@ -77,13 +85,33 @@ fn is_run_cgroup_of(path: &str, daemon: u32) -> bool {
     })
 }
 
-/// Parent pid of `pid`, or `None` when it is gone.
-fn parent(pid: i32) -> Option<i32> {
+/// Parent pid of `pid` and when `pid` started (clock ticks since boot),
+/// or `None` when it is gone.
+fn parent_and_start(pid: i32) -> Option<(i32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain anything: the fields after it start at
     // the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    let mut fields = rest.split_ascii_whitespace();
+    // Fields 4 (ppid) and 22 (starttime) of proc_pid_stat(5); `rest`
+    // starts at field 3.
+    let ppid = fields.nth(1)?.parse().ok()?;
+    let start = fields.nth(17)?.parse().ok()?;
+    Some((ppid, start))
+}
+
+/// When the daemon `pid` started, read once: it does not change.
+fn started(pid: u32) -> Option<u64> {
+    static DAEMON: std::sync::OnceLock<Option<(u32, u64)>> = std::sync::OnceLock::new();
+    let read = || {
+        let p = i32::try_from(pid).ok()?;
+        parent_and_start(p).map(|(_, start)| (pid, start))
+    };
+    match DAEMON.get_or_init(read) {
+        Some((cached, start)) if *cached == pid => Some(*start),
+        // Asked about another pid (tests): read it afresh.
+        _ => read().map(|(_, start)| start),
+    }
 }
 
 #[cfg(test)]
@@ -121,5 +149,27 @@ mod tests {
             "{why:?}"
         );
         assert!(refusal(i32::MAX, me).is_some_and(|w| w.contains("could not be verified")));
+    }
+
+    #[test]
+    fn the_stat_fields_are_the_parent_and_the_start_time() {
+        let me = std::process::id() as i32;
+        let (ppid, start) = parent_and_start(me).unwrap();
+        assert_eq!(ppid as u32, std::os::unix::process::parent_id());
+        // Our parent started no later than we did; pid 1 before both.
+        let (_, parent_start) = parent_and_start(ppid).unwrap();
+        assert!(parent_start <= start);
+        let (_, init_start) = parent_and_start(1).unwrap();
+        assert!(init_start <= parent_start);
+        assert_eq!(started(me as u32), Some(start));
+    }
+
+    /// A process older than the daemon is never taken for one of its
+    /// runs, and the walk stops there: init (older than everything) is a
+    /// client as soon as its own stat is read.
+    #[test]
+    fn an_older_process_is_never_a_run() {
+        let me = std::process::id();
+        assert_eq!(refusal(1, me), None);
     }
 }
