@@ -13,7 +13,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use contain_common::{Deployment, Project, is_root, missing, outside_dir, stdout, token};
+use contain_common::{
+    Deployment, Project, is_root, missing, outside_dir, require_kernel_feature, stdout, token,
+};
 
 /// Host places a run must not see: a listener under `/tmp`, and as root a
 /// directory of `/run` and one of `/home`, all open to every uid by their
@@ -224,4 +226,101 @@ print("unshare", "ok" if r == 0 else "errno%d" % ctypes.get_errno())
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::metadata(p.path().join("made-inside")).unwrap();
     assert_eq!(md.uid(), uid);
+}
+
+/// Runs its arguments under a seccomp filter that refuses `clone` and
+/// `unshare` with `CLONE_NEWUSER` (and hides `clone3`), as a host that
+/// forbids unprivileged user namespaces does (a sysctl, an LSM).
+fn no_user_namespaces_wrapper() -> String {
+    let (clone, unshare) = if cfg!(target_arch = "aarch64") {
+        (220, 97)
+    } else {
+        (56, 272)
+    };
+    format!(
+        r#"import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def stmt(code, k): return struct.pack("HBBI", code, 0, 0, k)
+def jump(code, k, jt, jf): return struct.pack("HBBI", code, jt, jf, k)
+ALLOW, EPERM, ENOSYS = 0x7fff0000, 0x00050000 | 1, 0x00050000 | 38
+prog = b"".join([
+    stmt(0x20, 0),
+    jump(0x15, 435, 0, 1), stmt(0x06, ENOSYS),
+    jump(0x15, {clone}, 1, 0),
+    jump(0x15, {unshare}, 0, 3),
+    stmt(0x20, 16),
+    jump(0x45, 0x10000000, 0, 1), stmt(0x06, EPERM),
+    stmt(0x06, ALLOW),
+])
+buf = ctypes.create_string_buffer(prog)
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fp = Fprog(len(prog) // 8, ctypes.addressof(buf))
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0
+os.execv(sys.argv[1], sys.argv[1:])
+"#
+    )
+}
+
+#[test]
+fn a_host_without_user_namespaces_says_so_or_refuses() {
+    if !require_kernel_feature(
+        "root and setpriv (util-linux), to run the CLI as an ordinary user",
+        is_root() && Path::new("/usr/bin/setpriv").exists(),
+    ) {
+        return;
+    }
+    let wrapper = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(wrapper.path(), no_user_namespaces_wrapper()).unwrap();
+    std::fs::set_permissions(wrapper.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = |namespaces: &str, script: &str| -> (serde_json::Value, Project) {
+        let p = project(Deployment::User, namespaces);
+        p.write("probe.py", script);
+        let out = std::process::Command::new("setpriv")
+            .arg(format!("--reuid={}", contain_common::ORDINARY))
+            .arg(format!("--regid={}", contain_common::ORDINARY))
+            .arg("--clear-groups")
+            .arg(contain_common::PYTHON)
+            .arg(wrapper.path())
+            .arg(env!("CARGO_BIN_EXE_agent-exec"))
+            .arg("--policy")
+            .arg(p.policy_file())
+            .arg("--root")
+            .arg(p.path())
+            .args(["--", "python3", "probe.py"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v = serde_json::from_str(text.lines().next().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {text} {}", String::from_utf8_lossy(&out.stderr)));
+        (v, p)
+    };
+    let places = HostPlaces::new();
+    // `auto`: the run goes on without them, and the result says which
+    // layers were not applied; the host's /tmp is what it sees.
+    let (v, _p) = run("auto", &places.probe());
+    assert_eq!(v["exit_code"], 0, "{v:#}");
+    let not_applied = v["sandbox"]["not_applied"].to_string();
+    for ns in ["mount_namespace", "ipc_namespace", "net_namespace"] {
+        assert!(not_applied.contains(ns), "{ns} not listed: {v:#}");
+    }
+    assert!(
+        !limits(&v).iter().any(|l| l.ends_with("_namespace")),
+        "{v:#}"
+    );
+    let line = format!("stat {} ok\n", places.socket.display());
+    assert!(stdout(&v).contains(&line), "{v:#}");
+    // `required`: nothing runs, and the refusal names the reason.
+    let (v, p) = run("required", "open('ran', 'w').write('x')\n");
+    assert_eq!(v["error_type"], "SANDBOX_UNAVAILABLE", "{v:#}");
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("refused it an unprivileged user namespace"),
+        "{message}"
+    );
+    assert!(!p.path().join("ran").exists(), "the command ran");
 }

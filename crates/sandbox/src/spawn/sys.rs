@@ -353,46 +353,54 @@ fn lsm_unconfined() -> bool {
 /// spawn runs.
 pub(crate) fn probe_namespaces(target: &std::ffi::CStr) -> io::Result<()> {
     let target = target.to_owned();
-    let probe = move || -> io::Result<()> {
-        let check = |r: libc::c_long| {
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
-        // SAFETY: unshare and mount on static or owned NUL-terminated
-        // strings; they change only this thread's view (unsharing the
-        // mount namespace unshares the thread's filesystem context too),
-        // which ends with the thread.
-        unsafe {
-            check(libc::syscall(
-                libc::SYS_unshare,
-                libc::CLONE_NEWNS | libc::CLONE_NEWIPC,
-            ))?;
-            check(libc::syscall(
+    // SAFETY: changes only this thread's view (unsharing the mount
+    // namespace unshares the thread's filesystem context too), which ends
+    // with the thread.
+    let probe = move || unsafe { probe_mount(&target) }.map_err(|_| io::Error::last_os_error());
+    std::thread::Builder::new()
+        .name("agent-exec-ns-probe".into())
+        .spawn(probe)?
+        .join()
+        .map_err(|_| io::Error::other("the namespace probe thread panicked"))?
+}
+
+/// What a run's child does first in its namespaces, as a probe: a mount
+/// and an IPC namespace, every mount private, a small read-only tmpfs on
+/// `target`. Raw syscalls only, so a cloned helper may run it too.
+/// `Err(1)`: the namespaces or the private tree were refused; `Err(2)`:
+/// the tmpfs. errno is the failing call's.
+///
+/// # Safety
+/// Changes the caller's namespaces: only on a thread or in a process made
+/// for it.
+unsafe fn probe_mount(target: &std::ffi::CStr) -> Result<(), u32> {
+    // SAFETY: raw syscalls on NUL-terminated strings alive for the call.
+    unsafe {
+        if libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) < 0
+            || libc::syscall(
                 libc::SYS_mount,
                 std::ptr::null::<libc::c_char>(),
                 c"/".as_ptr(),
                 std::ptr::null::<libc::c_char>(),
                 (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
                 std::ptr::null::<libc::c_void>(),
-            ))?;
-            check(libc::syscall(
-                libc::SYS_mount,
-                c"tmpfs".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY) as libc::c_ulong,
-                c"size=4k".as_ptr(),
-            ))
+            ) < 0
+        {
+            return Err(1);
         }
-    };
-    std::thread::Builder::new()
-        .name("agent-exec-ns-probe".into())
-        .spawn(probe)?
-        .join()
-        .map_err(|_| io::Error::other("the namespace probe thread panicked"))?
+        if libc::syscall(
+            libc::SYS_mount,
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY) as libc::c_ulong,
+            c"size=4k".as_ptr(),
+        ) < 0
+        {
+            return Err(2);
+        }
+    }
+    Ok(())
 }
 
 /// Starts making a network namespace with nothing in it (a loopback
@@ -624,30 +632,8 @@ unsafe fn userns_stages(job: &mut UsernsJob) -> Result<(), u32> {
                 return Err(4);
             }
         }
-        if libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) < 0
-            || libc::syscall(
-                libc::SYS_mount,
-                std::ptr::null::<libc::c_char>(),
-                c"/".as_ptr(),
-                std::ptr::null::<libc::c_char>(),
-                (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
-                std::ptr::null::<libc::c_void>(),
-            ) < 0
-        {
-            return Err(5);
-        }
-        if libc::syscall(
-            libc::SYS_mount,
-            c"tmpfs".as_ptr(),
-            c"/".as_ptr(),
-            c"tmpfs".as_ptr(),
-            (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY) as libc::c_ulong,
-            c"size=4k".as_ptr(),
-        ) < 0
-        {
-            return Err(6);
-        }
-        Ok(())
+        // The mount and IPC namespace and the tmpfs: stages 5 and 6.
+        probe_mount(c"/").map_err(|stage| 4 + stage)
     }
 }
 
