@@ -303,9 +303,11 @@ fn main() -> ExitCode {
         let supervisor = Supervisor::init(SupervisorOptions {
             shared_cgroup_pool: true,
             namespaces_ahead: NamespacesAhead::FirstRun,
+            sweep_in_background: true,
             ..SupervisorOptions::default()
         });
         let code = agent_exec::sh::main(&args, &supervisor);
+        supervisor.wait_for_sweep();
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
     let cli = match Cli::try_parse() {
@@ -338,7 +340,11 @@ fn main() -> ExitCode {
             json,
         }) => policy_cli::explain(&file, shell, root, cwd, state.as_deref(), json),
         Command::Serve(args) => agent_exec::serve::main(args, supervisor),
-        Command::Sh { args } => agent_exec::sh::main(&args, &supervisor),
+        Command::Sh { args } => {
+            let code = agent_exec::sh::main(&args, &supervisor);
+            supervisor.wait_for_sweep();
+            code
+        }
         Command::Mcp(args) => agent_exec::mcp::main(args, &supervisor),
         Command::Audit {
             json,
@@ -380,6 +386,7 @@ fn supervisor_options(command: &Command) -> SupervisorOptions {
         Command::Sh { .. } => SupervisorOptions {
             shared_cgroup_pool: true,
             namespaces_ahead: NamespacesAhead::FirstRun,
+            sweep_in_background: true,
             ..SupervisorOptions::default()
         },
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
@@ -506,21 +513,32 @@ fn run(a: RunArgs) -> i32 {
         }
     }
     // The process-wide setup, before anything opens a file it keeps; a
-    // one-shot call takes its run cgroups from the kept slots.
+    // one-shot call takes its run cgroups from the kept slots, and sweeps
+    // what earlier calls left while it reads its policy.
     let supervisor = Supervisor::init(SupervisorOptions {
         shared_cgroup_pool: true,
         namespaces_ahead: NamespacesAhead::FirstRun,
+        sweep_in_background: true,
         ..SupervisorOptions::default()
     });
+    let code = run_direct(&a, req, via, &supervisor);
+    // Before the process exits: the sweep is never cut short.
+    supervisor.wait_for_sweep();
+    code
+}
+
+/// The call run by this process, under `supervisor`.
+fn run_direct(a: &RunArgs, req: RunRequest, via: Option<String>, supervisor: &Supervisor) -> i32 {
+    let format = a.format;
     let policy = match load_policy(a.target.policy.as_deref()) {
         Ok(p) => p,
         Err(m) => return fail(ErrorType::PolicyError, m, format),
     };
-    let mut b = builder(policy, &a);
+    let mut b = builder(policy, a);
     if let Some(via) = via {
         b = b.trace_via(via);
     }
-    let service = match b.build(&supervisor) {
+    let service = match b.build(supervisor) {
         Ok(s) => s,
         Err(e) => return build_failure(e, format),
     };

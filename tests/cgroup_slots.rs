@@ -341,3 +341,41 @@ fn a_kept_cgroup_holds_each_call_to_its_own_policys_limits() {
         "one kept set served the three calls: {seen:?}"
     );
 }
+
+/// A one-shot call sweeps what a dead supervisor left (its run directory
+/// and its run cgroups) on a thread of its own while it reads its policy
+/// (`SupervisorOptions::sweep_in_background`), and waits for that sweep
+/// before it exits: nothing of it is left for a later call.
+#[test]
+fn a_one_shot_call_finishes_its_background_sweep_before_it_exits() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_kernel_feature("root, to plant another supervisor's leftovers", is_root()) {
+        return;
+    }
+    let case = Case::new("", None);
+    let v = case.shell("echo \"$HOME\"");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let home = PathBuf::from(stdout(&v).trim());
+    let base = home.parent().unwrap().to_path_buf();
+    // No pid is above pid_max (at most 2^22): this supervisor is dead.
+    let stale = base.join("run-99999999-0-deadbeef");
+    std::fs::create_dir_all(stale.join("sub")).unwrap();
+    let stale_cgroups: Vec<PathBuf> = [
+        "/sys/fs/cgroup/pids/agent-exec",
+        "/sys/fs/cgroup/agent-exec",
+    ]
+    .iter()
+    .map(|b| Path::new(b).join("run-99999999-0"))
+    .filter(|p| std::fs::create_dir(p).is_ok())
+    .collect();
+    let v = case.run(&["--", "/bin/true"]);
+    assert_eq!(v["exit_code"], 0, "{v}");
+    // Checked as soon as the call has exited.
+    assert!(
+        !stale.exists(),
+        "the dead supervisor's run directory is left"
+    );
+    for cg in stale_cgroups {
+        assert!(!cg.exists(), "{} is left", cg.display());
+    }
+}

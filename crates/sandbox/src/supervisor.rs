@@ -53,6 +53,17 @@ pub struct SupervisorOptions {
     /// layout, creating the `agent-exec` base cgroups, which every
     /// sandbox then reuses.
     pub sweep_stale: bool,
+    /// Do that sweep on a thread of its own while the process goes on;
+    /// a sandbox prepared meanwhile waits only for the layout, which the
+    /// thread finds first.
+    ///
+    /// Why: the sweep (finding the layout, then listing and locking what
+    /// earlier supervisors left) took about 0.55 ms of a one-shot call's
+    /// start, before the policy was even read (BENCHMARKS.md). Every step
+    /// is safe beside another supervisor doing the same, so beside this
+    /// one's own runs too; one cut short by the process's exit is taken up
+    /// by the next sweep.
+    pub sweep_in_background: bool,
     /// Empty the calling thread's capability bounding set.
     ///
     /// Why: a privileged child must drop the set, one `prctl` per
@@ -120,6 +131,7 @@ impl Default for SupervisorOptions {
             stdio: true,
             subreaper: true,
             sweep_stale: true,
+            sweep_in_background: false,
             drop_bounding_set: true,
             network_namespace: true,
             shared_cgroup_pool: false,
@@ -135,6 +147,7 @@ impl SupervisorOptions {
             stdio: false,
             subreaper: false,
             sweep_stale: false,
+            sweep_in_background: false,
             drop_bounding_set: false,
             network_namespace: false,
             shared_cgroup_pool: false,
@@ -170,6 +183,9 @@ struct Inner {
     cgroup_slots: Option<PathBuf>,
     /// [`SupervisorOptions::namespaces_ahead`].
     namespaces_ahead: NamespacesAhead,
+    /// The sweep started by `init` on a thread of its own, until waited
+    /// for ([`Supervisor::wait_for_sweep`]).
+    sweep: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// Whether this process is a child subreaper (set by `init`, never undone).
@@ -204,37 +220,73 @@ impl Supervisor {
             && matches!(sys::namespaces_known(), Some(Err(_))))
         .then(|| sys::start_user_namespace(euid.as_raw(), nix::unistd::Gid::effective().as_raw()))
         .flatten();
-        let cgroups = OnceLock::new();
         let cgroup_slots = opts
             .shared_cgroup_pool
             .then(|| rundir::private_dir("cgroup-slots"))
             .flatten();
-        if opts.sweep_stale {
-            let layout = cgroup::detect();
-            cgroup::sweep_stale(&layout);
-            if let Some(slots) = &cgroup_slots {
-                cgroup::sweep_slots(&layout, slots);
-            }
-            // Only a base the supervisor owns is swept (a planted one is
-            // refused here and reported when a sandbox is prepared).
-            if let Ok(base) = rundir::ensure_base() {
-                rundir::sweep_stale(&base);
-            }
-            let _ = cgroups.set(layout);
-        }
         let cap_last = privs::cap_last_cap();
+        let inner = Arc::new(Inner {
+            cap_last,
+            cgroups: OnceLock::new(),
+            network: Mutex::new(network),
+            user: Mutex::new(user),
+            cgroup_slots,
+            namespaces_ahead: opts.namespaces_ahead,
+            sweep: Mutex::new(None),
+        });
+        if opts.sweep_stale {
+            let swept = Arc::clone(&inner);
+            let sweep = move || {
+                let layout = swept.cgroups.get_or_init(cgroup::detect);
+                cgroup::sweep_stale(layout);
+                if let Some(slots) = &swept.cgroup_slots {
+                    cgroup::sweep_slots(layout, slots);
+                }
+                // Only a base the supervisor owns is swept (a planted one
+                // is refused here and reported when a sandbox is prepared).
+                if let Ok(base) = rundir::ensure_base() {
+                    rundir::sweep_stale(&base);
+                }
+            };
+            if opts.sweep_in_background {
+                // Started before the bounding set is dropped: it execs
+                // nothing. Without a thread the sweep runs here.
+                match std::thread::Builder::new()
+                    .name("agent-exec-sweep".into())
+                    .spawn(sweep.clone())
+                {
+                    Ok(handle) => {
+                        *inner
+                            .sweep
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(handle);
+                    }
+                    Err(_) => sweep(),
+                }
+            } else {
+                sweep();
+            }
+        }
         if opts.drop_bounding_set {
             sys::drop_thread_bounding_set(cap_last);
         }
-        Supervisor {
-            inner: Arc::new(Inner {
-                cap_last,
-                cgroups,
-                network: Mutex::new(network),
-                user: Mutex::new(user),
-                cgroup_slots,
-                namespaces_ahead: opts.namespaces_ahead,
-            }),
+        Supervisor { inner }
+    }
+
+    /// Waits until the sweep `init` started on a thread
+    /// ([`SupervisorOptions::sweep_in_background`]) is done; at once when
+    /// there is none. A process calls it before it exits, so a sweep is
+    /// never cut short (what it killed is then removed too); by then it
+    /// has long finished.
+    pub fn wait_for_sweep(&self) {
+        let handle = self
+            .inner
+            .sweep
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
         }
     }
 
