@@ -10,7 +10,6 @@ mod cli;
 mod policy_cli;
 
 use agent_exec::sandbox::{NamespacesAhead, Supervisor, SupervisorOptions};
-use agent_exec::serve::client::{self, NotForwarded};
 use agent_exec::service::terminal::{visible, visible_lines};
 use agent_exec::trace::{self, ReplayMode};
 use agent_exec::{
@@ -502,12 +501,12 @@ fn run(a: RunArgs) -> i32 {
     let mut via = None;
     // A forwarded call needs none of the process-wide setup a run does
     // (the daemon made its own); only stdio is guarded first.
-    if let Some(socket) = daemon_socket(&a) {
+    if let Some(socket) = cli::forward::daemon_socket(&a) {
         Supervisor::init(SupervisorOptions {
             stdio: true,
             ..SupervisorOptions::none()
         });
-        match forward(&a, &socket, &req) {
+        match cli::forward::forward(&a, &socket, &req) {
             Ok(result) => return emit(&result, format),
             Err(why) => via = Some(format!("direct: {why}")),
         }
@@ -549,51 +548,6 @@ fn run_direct(a: &RunArgs, req: RunRequest, via: Option<String>, supervisor: &Su
         eprintln!("agent-exec: replay: {}", visible(&summary.to_string()));
     }
     emit(&result, format)
-}
-
-/// The daemon socket `--daemon` or the environment names, if any.
-fn daemon_socket(a: &RunArgs) -> Option<PathBuf> {
-    a.daemon
-        .clone()
-        .or_else(|| std::env::var_os(DAEMON_ENV).map(PathBuf::from))
-        .filter(|p| !p.as_os_str().is_empty())
-}
-
-/// The call answered by the daemon at `socket`, when the flags ask for
-/// nothing only this process can do (its own trace, state, replay or
-/// terminal prompt) and the daemon serves the same policy and root.
-fn forward(a: &RunArgs, socket: &Path, req: &RunRequest) -> Result<ToolResult, NotForwarded> {
-    let local = [
-        (
-            a.trace.is_some() || a.record.is_some(),
-            "--trace and --record are written here",
-        ),
-        (a.replay.is_some(), "--replay answers here"),
-        (a.state.is_some(), "--state is this process's"),
-        (
-            a.session_file.is_some(),
-            "--session-file keeps this process's ledger",
-        ),
-        (
-            a.approve == ApproveMode::Tty,
-            "--approve tty asks on this terminal",
-        ),
-    ];
-    if let Some((_, why)) = local.iter().find(|(asked, _)| *asked) {
-        return Err(NotForwarded::Unsupported(why));
-    }
-    let Some(policy) = a.target.policy.as_deref() else {
-        return Err(NotForwarded::Unsupported("no policy given"));
-    };
-    let root = root_of(&a.target);
-    client::forward(
-        socket,
-        &client::Target {
-            policy,
-            root: &root,
-        },
-        req,
-    )
 }
 
 /// The service the run flags ask for.

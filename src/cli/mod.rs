@@ -4,4 +4,5 @@
 
 pub mod doctor;
 pub mod examples;
+pub mod forward;
 pub mod trace_cmd;
