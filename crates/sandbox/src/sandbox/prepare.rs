@@ -212,14 +212,6 @@ impl Sandbox {
             None if inet || cfg.namespaces == Namespaces::Off => None,
             // Without mount namespaces this was recorded as not applied.
             _ if mounts.is_none() => None,
-            // No thread may enter a user namespace (the kernel refuses
-            // `setns` into one to a threaded process), so none can make a
-            // run's namespaces inside it.
-            _ if user_ns.is_some() => None,
-            // Every run's own directory would have to be bound into it:
-            // runs make their own (a supervisor whose run directories lie
-            // beneath a cover, as a base under `/run` does).
-            _ if mounts.as_ref().is_some_and(|m| m.run_base_covered()) => None,
             failed => {
                 if cfg.namespaces == Namespaces::Required {
                     let source = match failed {
@@ -251,6 +243,14 @@ impl Sandbox {
         };
         let ahead = match supervisor.namespaces_ahead() {
             _ if mounts.is_none() => None,
+            // No thread may enter a user namespace (the kernel refuses
+            // `setns` into one to a threaded process), so none can make a
+            // run's namespaces inside it.
+            _ if user_ns.is_some() => None,
+            // Every run's own directory would have to be bound into it:
+            // runs make their own (a supervisor whose run directories lie
+            // beneath a cover, as a base under `/run` does).
+            _ if mounts.as_ref().is_some_and(|m| m.run_base_covered()) => None,
             crate::supervisor::NamespacesAhead::Off => None,
             crate::supervisor::NamespacesAhead::FirstRun => Some(super::Ahead::new(false)),
             _ => Some(super::Ahead::new(true)),
