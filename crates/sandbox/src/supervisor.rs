@@ -53,9 +53,11 @@ pub struct SupervisorOptions {
     /// layout, creating the `agent-exec` base cgroups, which every
     /// sandbox then reuses.
     pub sweep_stale: bool,
-    /// Do that sweep on a thread of its own while the process goes on;
-    /// a sandbox prepared meanwhile waits only for the layout, which the
-    /// thread finds first.
+    /// Do that sweep on a thread of its own while the process goes on
+    /// (reading its policy, preparing its sandbox); the sandbox waits for
+    /// the layout, which the thread finds first, and its preparation ends
+    /// by waiting for the rest, so runs claim nothing the sweep is still
+    /// clearing.
     ///
     /// Why: the sweep (finding the layout, then listing and locking what
     /// earlier supervisors left) took about 0.55 ms of a one-shot call's
@@ -275,9 +277,9 @@ impl Supervisor {
 
     /// Waits until the sweep `init` started on a thread
     /// ([`SupervisorOptions::sweep_in_background`]) is done; at once when
-    /// there is none. A process calls it before it exits, so a sweep is
-    /// never cut short (what it killed is then removed too); by then it
-    /// has long finished.
+    /// there is none. Preparing a sandbox ends with it; a process that
+    /// prepares none calls it before it exits, so a sweep is never cut
+    /// short (what it killed is then removed too).
     pub fn wait_for_sweep(&self) {
         let handle = self
             .inner

@@ -278,6 +278,11 @@ impl Sandbox {
             summary,
         });
         super::Ahead::start_first(&shared);
+        // Runs claim kept cgroups and make run directories only once the
+        // sweep of what earlier supervisors left is over (it may run on a
+        // thread of its own; by now it usually is): a slot it is still
+        // clearing is then never passed over.
+        supervisor.wait_for_sweep();
         Ok(Sandbox { shared })
     }
 }
