@@ -211,17 +211,19 @@ impl Supervisor {
             SUBREAPER.store(true, Ordering::SeqCst);
         }
         // Early, so its kernel work overlaps everything after it.
-        let network = (opts.network_namespace && !matches!(sys::namespaces_known(), Some(Err(_))))
+        // Read once: it decides both what follows.
+        let no_admin = matches!(sys::namespaces_known(), Some(Err(_)));
+        let network = (opts.network_namespace && !no_admin)
             .then(sys::start_empty_network_namespace)
             .flatten();
         // A supervisor that is not root makes its runs' namespaces in a
         // user namespace of its own: started as early, for the same reason.
         let euid = nix::unistd::Uid::effective();
-        let user = (opts.network_namespace
-            && !euid.is_root()
-            && matches!(sys::namespaces_known(), Some(Err(_))))
-        .then(|| sys::start_user_namespace(euid.as_raw(), nix::unistd::Gid::effective().as_raw()))
-        .flatten();
+        let user = (opts.network_namespace && !euid.is_root() && no_admin)
+            .then(|| {
+                sys::start_user_namespace(euid.as_raw(), nix::unistd::Gid::effective().as_raw())
+            })
+            .flatten();
         let cgroup_slots = opts
             .shared_cgroup_pool
             .then(|| rundir::private_dir("cgroup-slots"))
