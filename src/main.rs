@@ -309,7 +309,7 @@ fn main() -> ExitCode {
         supervisor.wait_for_sweep();
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse::parse() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 125 } else { 0 };

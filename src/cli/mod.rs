@@ -5,4 +5,5 @@
 pub mod doctor;
 pub mod examples;
 pub mod forward;
+pub mod parse;
 pub mod trace_cmd;

@@ -44,7 +44,8 @@ use crate::{
 /// Bumped whenever `Compiled` or anything in it changes shape; the binary
 /// identity changes with every build anyway, so this guards only against
 /// an entry written by a build whose file identity happens to repeat.
-const FORMAT: u32 = 1;
+/// 2: the payload is postcard, not JSON.
+const FORMAT: u32 = 2;
 
 /// Entries kept before those of other binaries are dropped.
 const KEEP: usize = 32;
@@ -119,7 +120,13 @@ fn load_as(dir: &Path, policy_sha256: &str, origin: &str, binary: &str) -> Optio
     {
         return None;
     }
-    let c: Compiled = serde_json::from_slice(payload).ok()?;
+    // Postcard, not JSON: decoding the 50 KB JSON form of the code policy
+    // was over half of a cached load (BENCHMARKS.md). Every byte must be
+    // part of the value.
+    let (c, rest): (Compiled, &[u8]) = postcard::take_from_bytes(payload).ok()?;
+    if !rest.is_empty() {
+        return None;
+    }
     let secret_names = secret_regex(&c.env.secret_pattern).ok()?;
     let mut engine = Engine::build(c.rules, &c.env, &c.sandbox, &c.shell, secret_names);
     engine.example_count = c.examples.len();
@@ -195,7 +202,7 @@ fn store_as(dir: &Path, policy: &Policy, binary: &str) {
         rules: policy.engine.rules.all().to_vec(),
         examples: policy.examples.as_ref().clone(),
     };
-    let Ok(payload) = serde_json::to_vec(&compiled) else {
+    let Ok(payload) = postcard::to_stdvec(&compiled) else {
         return;
     };
     let header = Header {
@@ -308,19 +315,29 @@ mod tests {
         let d = cache_dir();
         store_as(d.path(), &p, BIN);
         let path = entry(d.path(), &p);
-        let text = String::from_utf8(fs::read(&path).unwrap()).unwrap();
-        let (head, body) = text.split_once('\n').unwrap();
-        let body = body.replacen(
-            &format!("\"name\":\"{}\"", p.name),
-            "\"name\":\"from-cache\"",
-            1,
-        );
-        let mut header: Header = serde_json::from_str(head).unwrap();
-        header.payload_sha256 = hex::encode(Sha256::digest(body.as_bytes()));
-        let head = serde_json::to_string(&header).unwrap();
-        fs::write(&path, format!("{head}\n{body}")).unwrap();
+        let mut c: Compiled = postcard::from_bytes(&payload(&p)).unwrap();
+        c.name = "from-cache".to_string();
+        rewrite(&path, &postcard::to_stdvec(&c).unwrap());
         let cached = load_as(d.path(), &p.sha256, "x", BIN).unwrap();
         assert_eq!(cached.name, "from-cache");
+        // The same entry with a byte more after the value, digest fixed up
+        // too: not a payload this binary wrote, so not believed.
+        let mut longer = postcard::to_stdvec(&c).unwrap();
+        longer.push(0);
+        rewrite(&path, &longer);
+        assert!(load_as(d.path(), &p.sha256, "x", BIN).is_none(), "trailing");
+    }
+
+    /// Replaces an entry's payload, with the header's digest made to match.
+    fn rewrite(path: &Path, body: &[u8]) {
+        let bytes = fs::read(path).unwrap();
+        let nl = bytes.iter().position(|&b| b == b'\n').unwrap();
+        let mut header: Header = serde_json::from_slice(&bytes[..nl]).unwrap();
+        header.payload_sha256 = hex::encode(Sha256::digest(body));
+        let mut out = serde_json::to_vec(&header).unwrap();
+        out.push(b'\n');
+        out.extend_from_slice(body);
+        fs::write(path, out).unwrap();
     }
 
     #[test]
@@ -332,14 +349,21 @@ mod tests {
             assert!(load_as(d.path(), &p.sha256, "x", BIN).is_some());
             d
         };
-        // One byte of the payload changed (a rule's action, still valid
-        // JSON): the digest no longer matches.
+        // One byte of the payload changed (a letter of the policy's name,
+        // still a valid payload): the digest no longer matches.
         let d = fresh();
         let path = entry(d.path(), &p);
-        let text = fs::read_to_string(&path).unwrap();
-        let changed = text.replacen("\"action\":\"deny\"", "\"action\":\"allow\"", 1);
-        assert_ne!(changed, text);
-        fs::write(&path, changed).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let nl = bytes.iter().position(|&b| b == b'\n').unwrap();
+        let at = bytes[nl..]
+            .windows(p.name.len())
+            .position(|w| w == p.name.as_bytes())
+            .unwrap()
+            + nl;
+        bytes[at] ^= 0x01;
+        let changed: Compiled = postcard::from_bytes(&bytes[nl + 1..]).unwrap();
+        assert_ne!(changed.name, p.name, "still a payload, of another name");
+        fs::write(&path, bytes).unwrap();
         assert!(load_as(d.path(), &p.sha256, "x", BIN).is_none(), "tampered");
         // Truncated.
         let d = fresh();
@@ -367,8 +391,12 @@ mod tests {
         // Another format.
         let d = fresh();
         let path = entry(d.path(), &p);
-        let text = fs::read_to_string(&path).unwrap();
-        fs::write(&path, text.replacen("{\"format\":1,", "{\"format\":0,", 1)).unwrap();
+        let bytes = fs::read(&path).unwrap();
+        let ours = format!("{{\"format\":{FORMAT},");
+        assert!(bytes.starts_with(ours.as_bytes()));
+        let mut other = b"{\"format\":1,".to_vec();
+        other.extend_from_slice(&bytes[ours.len()..]);
+        fs::write(&path, other).unwrap();
         assert!(load_as(d.path(), &p.sha256, "x", BIN).is_none(), "format");
         // Writable by others, or a directory others may enter.
         let d = fresh();
