@@ -299,12 +299,7 @@ fn main() -> ExitCode {
             eprintln!("agent-exec: an argument is not UTF-8 text; nothing ran");
             return ExitCode::from(126);
         };
-        let supervisor = Supervisor::init(SupervisorOptions {
-            shared_cgroup_pool: true,
-            namespaces_ahead: NamespacesAhead::FirstRun,
-            sweep_in_background: true,
-            ..SupervisorOptions::default()
-        });
+        let supervisor = Supervisor::init(one_shot());
         let code = agent_exec::sh::main(&args, &supervisor);
         supervisor.wait_for_sweep();
         return ExitCode::from(code.clamp(0, 255) as u8);
@@ -377,17 +372,26 @@ fn multicall_args() -> Option<Result<Vec<String>, ()>> {
 /// daemon keeps its main thread's bounding set (it execs the reaper) and
 /// empties its workers' instead; the reaper and the commands that run
 /// nothing only need stdio guarded.
+/// A process that makes one run (the CLI's run form, the drop-in): run
+/// cgroups and the empty network namespace kept for the next such
+/// process, the run's namespaces made while it is decided, and the sweep
+/// of earlier leftovers on a thread of its own.
+fn one_shot() -> SupervisorOptions {
+    SupervisorOptions {
+        shared_cgroup_pool: true,
+        pin_network_namespace: true,
+        namespaces_ahead: NamespacesAhead::FirstRun,
+        sweep_in_background: true,
+        ..SupervisorOptions::default()
+    }
+}
+
 fn supervisor_options(command: &Command) -> SupervisorOptions {
     match command {
         // The doctor's probe is a run like any other.
         Command::Mcp(_) | Command::Doctor(_) => SupervisorOptions::default(),
         // The drop-in is a one-shot call like the CLI's.
-        Command::Sh { .. } => SupervisorOptions {
-            shared_cgroup_pool: true,
-            namespaces_ahead: NamespacesAhead::FirstRun,
-            sweep_in_background: true,
-            ..SupervisorOptions::default()
-        },
+        Command::Sh { .. } => one_shot(),
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()
@@ -514,12 +518,7 @@ fn run(a: RunArgs) -> i32 {
     // The process-wide setup, before anything opens a file it keeps; a
     // one-shot call takes its run cgroups from the kept slots, and sweeps
     // what earlier calls left while it reads its policy.
-    let supervisor = Supervisor::init(SupervisorOptions {
-        shared_cgroup_pool: true,
-        namespaces_ahead: NamespacesAhead::FirstRun,
-        sweep_in_background: true,
-        ..SupervisorOptions::default()
-    });
+    let supervisor = Supervisor::init(one_shot());
     let code = run_direct(&a, req, via, &supervisor);
     // Before the process exits: the sweep is never cut short.
     supervisor.wait_for_sweep();

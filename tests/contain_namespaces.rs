@@ -324,3 +324,66 @@ fn a_host_without_user_namespaces_says_so_or_refuses() {
     );
     assert!(!p.path().join("ran").exists(), "the command ran");
 }
+
+/// Where a root supervisor pinned its runs' network namespace, read from
+/// the mount table: an nsfs mount at `…/netns/net`.
+fn pinned_network() -> Option<PathBuf> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    table.lines().find_map(|l| {
+        let (fields, rest) = l.split_once(" - ")?;
+        let point = fields.split(' ').nth(4)?;
+        (rest.starts_with("nsfs ") && point.ends_with("/netns/net")).then(|| PathBuf::from(point))
+    })
+}
+
+fn namespace_of(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("net:[{}]", std::fs::metadata(path).unwrap().ino())
+}
+
+/// A root supervisor's one-shot calls join one empty network namespace,
+/// pinned in its private directory, instead of making one each: two calls'
+/// runs are in the same namespace, which is not the host's and has no
+/// interface but `lo`. A pin that is gone (as after a reboot, which leaves
+/// the file it was mounted on) is made again by the next call.
+#[test]
+fn a_root_supervisors_one_shot_calls_share_a_pinned_empty_network_namespace() {
+    if !is_root() {
+        missing("a root supervisor, which alone can pin a namespace");
+        return;
+    }
+    let p = project(Deployment::RootOnUserProject, "required");
+    p.write(
+        "ns.py",
+        "import os\nprint(os.readlink('/proc/self/ns/net'))\n\
+         print(' '.join(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:])))\n",
+    );
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let host = host.to_str().unwrap();
+    let run = || {
+        let v = p.run(&["python3", "ns.py"]);
+        assert_eq!(v["exit_code"], 0, "{v:#}");
+        assert!(limits(&v).iter().any(|l| l == "net_namespace"), "{v:#}");
+        let out = stdout(&v).to_string();
+        let (ns, interfaces) = out.trim_end().split_once('\n').unwrap();
+        assert_ne!(ns, host, "the run is in the host's network namespace");
+        assert_eq!(interfaces, "lo", "{out}");
+        ns.to_string()
+    };
+    let first = run();
+    let second = run();
+    assert_eq!(first, second, "each call made its own namespace");
+    let pin = pinned_network().expect("no network namespace pinned");
+    assert_eq!(namespace_of(&pin), first);
+
+    // The pin gone, its file left: the next call makes and pins another.
+    let detached = std::process::Command::new("umount")
+        .args(["-l", pin.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(detached.success());
+    assert!(std::fs::metadata(&pin).unwrap().is_file());
+    let third = run();
+    let pin = pinned_network().expect("the pin was not made again");
+    assert_eq!(namespace_of(&pin), third);
+}

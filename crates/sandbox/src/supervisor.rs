@@ -87,6 +87,17 @@ pub struct SupervisorOptions {
     /// without network takes it; one prepared later, or without this,
     /// starts its own. Only where the process can make namespaces at all.
     pub network_namespace: bool,
+    /// Keep the empty network namespace for later processes: pinned in
+    /// the supervisor's private directory (a bind mount of it), and
+    /// joined by the next process instead of making its own. Only a root
+    /// supervisor can pin one; others make theirs as before.
+    ///
+    /// Why: making and tearing down a network namespace costs about a
+    /// millisecond of CPU per process (BENCHMARKS.md), on the other core
+    /// but in the way of what else runs there. Sharing one is what a
+    /// daemon's runs already do (`docs/threat-model.md`): they are in it
+    /// without any capability, so none can change it for the next.
+    pub pin_network_namespace: bool,
     /// Keep run cgroups between processes: runs take a set from a few
     /// slots kept in the supervisor's private directory, and leave it
     /// there for the next process when they end clean.
@@ -136,6 +147,7 @@ impl Default for SupervisorOptions {
             sweep_in_background: false,
             drop_bounding_set: true,
             network_namespace: true,
+            pin_network_namespace: false,
             shared_cgroup_pool: false,
             namespaces_ahead: NamespacesAhead::EveryRun,
         }
@@ -152,6 +164,7 @@ impl SupervisorOptions {
             sweep_in_background: false,
             drop_bounding_set: false,
             network_namespace: false,
+            pin_network_namespace: false,
             shared_cgroup_pool: false,
             namespaces_ahead: NamespacesAhead::Off,
         }
@@ -213,12 +226,21 @@ impl Supervisor {
         // Early, so its kernel work overlaps everything after it.
         // Read once: it decides both what follows.
         let no_admin = matches!(sys::namespaces_known(), Some(Err(_)));
+        let euid = nix::unistd::Uid::effective();
         let network = (opts.network_namespace && !no_admin)
-            .then(sys::start_empty_network_namespace)
+            .then(|| {
+                let pin = (opts.pin_network_namespace && euid.is_root())
+                    .then(|| rundir::private_dir("netns"))
+                    .flatten()
+                    .map(|d| d.join("net"));
+                match pin.as_deref().and_then(sys::open_pinned_network) {
+                    Some(fd) => Some(sys::PendingNetwork::Pinned(fd)),
+                    None => sys::start_empty_network_namespace(pin),
+                }
+            })
             .flatten();
         // A supervisor that is not root makes its runs' namespaces in a
         // user namespace of its own: started as early, for the same reason.
-        let euid = nix::unistd::Uid::effective();
         let user = (opts.network_namespace && !euid.is_root() && no_admin)
             .then(|| {
                 sys::start_user_namespace(euid.as_raw(), nix::unistd::Gid::effective().as_raw())

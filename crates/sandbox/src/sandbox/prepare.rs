@@ -59,7 +59,7 @@ impl Sandbox {
             .then(|| {
                 supervisor.take_network_namespace().or_else(|| {
                     namespaces_possible()
-                        .then(crate::spawn::sys::start_empty_network_namespace)
+                        .then(|| crate::spawn::sys::start_empty_network_namespace(None))
                         .flatten()
                 })
             })

@@ -414,9 +414,13 @@ unsafe fn probe_mount(target: &std::ffi::CStr) -> Result<(), u32> {
 /// reach only other runs, which Landlock's scopes keep apart where the
 /// kernel has them (ABI 6). Unsharing the network namespace is allowed in
 /// a threaded process; the thread's namespace outlives it through the
-/// descriptor it returns. `None` when no thread could be started.
-pub(crate) fn start_empty_network_namespace() -> Option<PendingNetwork> {
-    let make = || -> io::Result<OwnedFd> {
+/// descriptor it returns. With `pin`, the thread also pins it there for
+/// later processes ([`pin_network`]). `None` when no thread could be
+/// started.
+pub(crate) fn start_empty_network_namespace(
+    pin: Option<std::path::PathBuf>,
+) -> Option<PendingNetwork> {
+    let make = move || -> io::Result<OwnedFd> {
         // SAFETY: integer argument only; changes only this thread's
         // network namespace, and the thread ends right after.
         if unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNET) } < 0 {
@@ -434,16 +438,112 @@ pub(crate) fn start_empty_network_namespace() -> Option<PendingNetwork> {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` was just opened and is owned by nothing else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if let Some(path) = pin {
+            // Best effort: unpinned, the next process makes its own.
+            let _ = pin_network(&path);
+        }
+        Ok(fd)
     };
     std::thread::Builder::new()
         .name("agent-exec-netns".into())
         .spawn(make)
         .ok()
+        .map(PendingNetwork::Making)
 }
 
-/// A network namespace on its way (see [`start_empty_network_namespace`]).
-pub(crate) type PendingNetwork = std::thread::JoinHandle<io::Result<OwnedFd>>;
+/// A network namespace for the runs: on its way (see
+/// [`start_empty_network_namespace`]), or one pinned by an earlier
+/// process ([`open_pinned_network`]).
+#[derive(Debug)]
+pub(crate) enum PendingNetwork {
+    Making(std::thread::JoinHandle<io::Result<OwnedFd>>),
+    Pinned(OwnedFd),
+}
+
+impl PendingNetwork {
+    /// The namespace, once made; `Err` when the making thread panicked.
+    pub(crate) fn join(self) -> std::thread::Result<io::Result<OwnedFd>> {
+        match self {
+            PendingNetwork::Making(t) => t.join(),
+            PendingNetwork::Pinned(fd) => Ok(Ok(fd)),
+        }
+    }
+}
+
+/// `NS_GET_NSTYPE` (`linux/nsfs.h`, `_IO(0xb7, 0x3)`): the kind of
+/// namespace an nsfs descriptor names.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// The network namespace pinned at `path`, if a network namespace is what
+/// is mounted there (a plain file left from before a reboot is not).
+pub(crate) fn open_pinned_network(path: &std::path::Path) -> Option<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let fd = OwnedFd::from(file);
+    // SAFETY: integer arguments on a descriptor this function owns.
+    let kind = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_NSTYPE) };
+    (kind == libc::CLONE_NEWNET).then_some(fd)
+}
+
+/// Pins the calling thread's network namespace at `path` (a bind mount of
+/// it onto a file there, as `ip netns add` does), unless one is pinned
+/// already; under a lock beside it, so processes that race pin one.
+///
+/// Why: a one-shot call that makes its runs' empty network namespace
+/// spends about a millisecond of CPU on it and on its teardown; later
+/// calls join the pinned one instead, as a daemon's runs share the one it
+/// made. Needs `CAP_SYS_ADMIN` in the host's mount namespace (a root
+/// supervisor); `path`'s directory must be the supervisor's alone.
+fn pin_network(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other("no directory"))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join("lock"))?;
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| io::Error::from(e))?;
+    if open_pinned_network(path).is_some() {
+        return Ok(());
+    }
+    // The mount point; a file left from before a reboot is reused.
+    drop(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?,
+    );
+    let target = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: NUL-terminated paths that outlive the call; no data.
+    let r = unsafe {
+        libc::mount(
+            c"/proc/thread-self/ns/net".as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 /// The network namespace `fd` names, for the child: `setns` into it.
 ///
