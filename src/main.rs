@@ -532,6 +532,8 @@ fn run_direct(a: &RunArgs, req: RunRequest, via: Option<String>, supervisor: &Su
         Ok(p) => p,
         Err(m) => return fail(ErrorType::PolicyError, m, format),
     };
+    // Ready by the time the call is decided, after the sandbox is prepared.
+    policy.precompile_in_background();
     let mut b = builder(policy, a);
     if let Some(via) = via {
         b = b.trace_via(via);

@@ -148,6 +148,8 @@ pub fn main(args: &[String], supervisor: &Supervisor) -> i32 {
         Ok(p) => p,
         Err(e) => return explain(125, &format!("policy: {e}; nothing ran")),
     };
+    // Ready by the time the call is decided, after the sandbox is prepared.
+    policy.precompile_in_background();
     let cwd = std::env::current_dir().ok();
     let root = match (&cfg.root, &cwd) {
         (Some(r), _) => r.clone(),

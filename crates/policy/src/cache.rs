@@ -307,6 +307,29 @@ mod tests {
         }
     }
 
+    /// A policy read from an entry compiles no regex until one is needed;
+    /// `precompile_in_background` compiles every raw pattern's on a
+    /// thread, and the decisions are the same.
+    #[test]
+    fn raw_patterns_compile_in_the_background() {
+        let p = code();
+        let d = cache_dir();
+        store_as(d.path(), &p, BIN);
+        let cached = load_as(d.path(), &p.sha256, "x", BIN).unwrap();
+        let raw: Vec<_> = cached.engine.rules.raw_patterns().collect();
+        assert!(raw.len() >= 5, "{}", raw.len());
+        assert!(raw.iter().all(|r| !r.is_compiled()), "compiled on load");
+        cached.precompile_in_background();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !raw.iter().all(|r| r.is_compiled()) {
+            assert!(std::time::Instant::now() < deadline, "never compiled");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        for cmd in ["sudo ls", "rm -rf /", "ls -la", "chmod 777 x"] {
+            assert_eq!(verdict(&cached, cmd), verdict(&p, cmd), "{cmd}");
+        }
+    }
+
     #[test]
     fn the_entry_is_what_is_read() {
         // An entry rewritten consistently (digest fixed up) is believed:

@@ -154,10 +154,14 @@ pub(crate) struct Rule {
 /// run decides one command, which needs few of the policy's regexes, and
 /// compiling all of them was most of its start-up. A full load
 /// (`Policy::load`) compiles every one up front.
+///
+/// The compiled form is shared by the clones (an `Arc`), so a thread can
+/// compile it ahead of the decision that needs it (see
+/// [`Policy::precompile_in_background`](crate::Policy::precompile_in_background)).
 #[derive(Debug, Clone)]
 pub(crate) struct LazyRegex {
     source: String,
-    compiled: OnceLock<Option<Regex>>,
+    compiled: std::sync::Arc<OnceLock<Option<Regex>>>,
 }
 
 /// Cached as its source, compiled again on first use like any other.
@@ -177,7 +181,7 @@ impl LazyRegex {
     pub(crate) fn new(source: String) -> LazyRegex {
         LazyRegex {
             source,
-            compiled: OnceLock::new(),
+            compiled: std::sync::Arc::new(OnceLock::new()),
         }
     }
 
@@ -202,6 +206,22 @@ impl LazyRegex {
         let re = policy_regex(&self.source)?;
         let _ = self.compiled.set(Some(re));
         Ok(())
+    }
+
+    /// A handle that compiles this regex when called, from any thread; the
+    /// result is this regex's (and its clones').
+    pub(crate) fn compiler(&self) -> impl FnOnce() + Send + 'static {
+        let source = self.source.clone();
+        let cell = std::sync::Arc::clone(&self.compiled);
+        move || {
+            cell.get_or_init(|| policy_regex(&source).ok());
+        }
+    }
+
+    /// Whether it is compiled already (without compiling it).
+    #[cfg(test)]
+    pub(crate) fn is_compiled(&self) -> bool {
+        self.compiled.get().is_some()
     }
 
     /// `None` only when compiling failed (a size limit; the syntax was
@@ -403,6 +423,14 @@ impl RuleSet {
     /// In the policy's order.
     pub(crate) fn all(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The regexes every decision searches (the raw `pattern` rules'), to
+    /// compile ahead of one.
+    pub(crate) fn raw_patterns(&self) -> impl Iterator<Item = &LazyRegex> {
+        self.raw
+            .iter()
+            .filter_map(|&i| self.rules[i].pattern.as_ref())
     }
 
     /// Raw `pattern` rules that match the request text, with the text that
