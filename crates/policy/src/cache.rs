@@ -82,6 +82,34 @@ struct Compiled {
     examples: Vec<(usize, ExampleFile)>,
 }
 
+impl Policy {
+    /// Compiles, on a thread of its own, the regexes every decision
+    /// searches (the raw `pattern` rules') that are not compiled yet, so a
+    /// decision made later finds them ready or waits only for what is
+    /// left. Nothing when there are none or no thread can be started.
+    ///
+    /// Why: a policy read from the compiled-policy cache compiles its
+    /// regexes on first use, and the code policy's raw patterns were about
+    /// half of a one-shot call's decision (BENCHMARKS.md); started after
+    /// the load, they compile on the other core while the sandbox is
+    /// prepared.
+    pub fn precompile_in_background(&self) {
+        let jobs: Vec<_> = self
+            .engine
+            .rules
+            .raw_patterns()
+            .map(crate::rules::LazyRegex::compiler)
+            .collect();
+        if jobs.is_empty() {
+            return;
+        }
+        // Detached: a process that exits first loses nothing.
+        let _ = std::thread::Builder::new()
+            .name("agent-exec-regex".into())
+            .spawn(move || jobs.into_iter().for_each(|compile| compile()));
+    }
+}
+
 /// This executable, named by what changes when it is rebuilt or replaced.
 fn binary_id() -> Option<String> {
     let exe = fs::metadata("/proc/self/exe").ok()?;
