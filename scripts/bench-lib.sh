@@ -98,6 +98,23 @@ build_release() {
   cargo build --release --quiet --bin agent-exec "$@"
 }
 
+# The same binary linked statically (static-pie; docs/deploy.md says what it
+# trades): no dynamic loader, no libraries mapped or symbols bound at
+# start-up. AE_STATIC is its path, or empty where the toolchain cannot
+# link one (no static glibc), with the reason noted.
+build_static() {
+  local host
+  host="$(rustc -vV | sed -n 's/^host: //p')"
+  note "building the static-pie release binary ($host)"
+  AE_STATIC=""
+  if RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --quiet --bin agent-exec \
+    --target "$host" --target-dir "$BENCH_REPO/target/static" 2>"$OUT/static-build.err"; then
+    AE_STATIC="$BENCH_REPO/target/static/$host/release/agent-exec"
+  else
+    note "no static-pie build on this host: $(tail -n 1 "$OUT/static-build.err")"
+  fi
+}
+
 build_client() {
   note "building the daemon bench client"
   cargo build --release --quiet --example bench_client

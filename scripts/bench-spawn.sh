@@ -23,6 +23,7 @@ else
 fi
 
 build_release
+build_static
 build_client
 ensure_apt hyperfine hyperfine || { note "hyperfine is required"; exit 1; }
 have_bwrap=0 have_firejail=0 have_nsjail=0
@@ -82,6 +83,8 @@ args=(-- "bare" "$TRUE_BIN" "agent-exec CLI" "$AEC -- $TRUE_ARG")
 # decide), running nothing, so the CLI row splits into "before the sandbox"
 # and "sandbox, spawn, result".
 args+=("agent-exec check (no run)" "$AE check --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
+[ -n "$AE_STATIC" ] &&
+  args+=("agent-exec CLI (static-pie build)" "$AE_STATIC --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
 [ -n "$DAEMON_PID" ] &&
   args+=("agent-exec CLI --daemon (thin client)" "$AEC --daemon $SOCKET -- $TRUE_ARG") &&
   args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET --command $TRUE_ARG")
@@ -95,6 +98,7 @@ run_group true bare "${args[@]}"
 # grace period that back-to-back calls share).
 note "lone calls: $LONE of each, ${LONE_IDLE}s of quiet before each"
 lone=("bare=$TRUE_BIN" "agent-exec CLI=$AEC -- $TRUE_ARG")
+[ -n "$AE_STATIC" ] && lone+=("agent-exec CLI (static-pie build)=$AE_STATIC --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
 [ -n "$DAEMON_PID" ] && lone+=("agent-exec CLI --daemon (thin client)=$AEC --daemon $SOCKET -- $TRUE_ARG")
 "$PY" "$TOOL" lone --runs "$LONE" --idle "$LONE_IDLE" --out "$OUT/spawn-lone.json" "${lone[@]}"
 

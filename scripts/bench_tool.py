@@ -608,6 +608,14 @@ def report(bench_dir, crit_dir):
     else:
         speed = None
     add("bwrap --unshare-all / CLI (how much faster)", speed, ">= 2.5x", bool(speed and speed >= 2.5), "x")
+    # The same rows for the statically linked build (docs/deploy.md).
+    st = by.get("agent-exec CLI (static-pie build)")
+    add("static-pie CLI `true` / bare `true` (median ratio)", st and st["ratio"], "<= 3x", bool(st and st["ratio"] <= 3), "x")
+    if st and bw:
+        st_speed = statistics.fmean(b / c for b, c in zip(bw["pass_median_ms"], st["pass_median_ms"]))
+    else:
+        st_speed = None
+    add("bwrap --unshare-all / static-pie CLI (how much faster)", st_speed, ">= 2.5x", bool(st_speed and st_speed >= 2.5), "x")
 
     thin = by.get("agent-exec CLI --daemon (thin client)")
     add("thin-client CLI `true` / bare `true` (median ratio)", thin and thin["ratio"], "<= 2x", bool(thin and thin["ratio"] <= 2), "x")
@@ -616,6 +624,9 @@ def report(bench_dir, crit_dir):
     lone_cli = lone_by.get("agent-exec CLI")
     over = lone_cli and lone_cli["over_baseline_ms"]
     add("a lone CLI call (after 1 s idle) over bare", over, "<= 5 ms", bool(over is not None and over <= 5), " ms")
+    lone_st = lone_by.get("agent-exec CLI (static-pie build)")
+    over_st = lone_st and lone_st["over_baseline_ms"]
+    add("a lone static-pie CLI call over bare", over_st, "<= 5 ms", bool(over_st is not None and over_st <= 5), " ms")
 
     seq = load_opt(os.path.join(bench_dir, "spawn-daemon-seq.json"))
     ov = seq and seq.get("overhead_median_ms")
