@@ -600,22 +600,16 @@ def report(bench_dir, crit_dir):
 
     spawn = load_opt(os.path.join(bench_dir, "spawn-true.json"))
     by = {c["name"]: c for c in spawn["commands"]} if spawn else {}
-    cli = by.get("agent-exec CLI")
     bw = by.get("bwrap --unshare-all")
-    add("CLI `true` / bare `true` (median ratio)", cli and cli["ratio"], "<= 3x", bool(cli and cli["ratio"] <= 3), "x")
-    if cli and bw:
-        speed = statistics.fmean(b / c for b, c in zip(bw["pass_median_ms"], cli["pass_median_ms"]))
-    else:
-        speed = None
-    add("bwrap --unshare-all / CLI (how much faster)", speed, ">= 2.5x", bool(speed and speed >= 2.5), "x")
-    # The same rows for the statically linked build (docs/deploy.md).
-    st = by.get("agent-exec CLI (static-pie build)")
-    add("static-pie CLI `true` / bare `true` (median ratio)", st and st["ratio"], "<= 3x", bool(st and st["ratio"] <= 3), "x")
-    if st and bw:
-        st_speed = statistics.fmean(b / c for b, c in zip(bw["pass_median_ms"], st["pass_median_ms"]))
-    else:
-        st_speed = None
-    add("bwrap --unshare-all / static-pie CLI (how much faster)", st_speed, ">= 2.5x", bool(st_speed and st_speed >= 2.5), "x")
+    # The default build, then the statically linked one (docs/deploy.md).
+    for name, label in [("agent-exec CLI", "CLI"), ("agent-exec CLI (static-pie build)", "static-pie CLI")]:
+        cli = by.get(name)
+        add(f"{label} `true` / bare `true` (median ratio)", cli and cli["ratio"], "<= 3x", bool(cli and cli["ratio"] <= 3), "x")
+        if cli and bw:
+            speed = statistics.fmean(b / c for b, c in zip(bw["pass_median_ms"], cli["pass_median_ms"]))
+        else:
+            speed = None
+        add(f"bwrap --unshare-all / {label} (how much faster)", speed, ">= 2.5x", bool(speed and speed >= 2.5), "x")
 
     thin = by.get("agent-exec CLI --daemon (thin client)")
     add("thin-client CLI `true` / bare `true` (median ratio)", thin and thin["ratio"], "<= 2x", bool(thin and thin["ratio"] <= 2), "x")
