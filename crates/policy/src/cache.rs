@@ -34,8 +34,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::Engine;
-use crate::load::{ExampleFile, secret_regex};
+use crate::load::ExampleFile;
 use crate::rules::Rule;
+use crate::secret::SecretNames;
 use crate::{
     ApprovalsPolicy, BudgetPolicy, DaemonPolicy, EnvPolicy, Limits, Policy, ProvenancePolicy,
     RiskLevel, SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
@@ -83,22 +84,30 @@ struct Compiled {
 }
 
 impl Policy {
-    /// Compiles, on a thread of its own, the regexes every decision
-    /// searches (the raw `pattern` rules') that are not compiled yet, so a
-    /// decision made later finds them ready or waits only for what is
-    /// left. Nothing when there are none or no thread can be started.
+    /// Compiles, on a thread of its own, the regexes that are not compiled
+    /// yet: `[env] secret_pattern` first (the run's environment is
+    /// classified before the decision), then the raw `pattern` rules'
+    /// regexes every decision searches. Whatever needs one later finds it
+    /// ready or waits only for what is left. Nothing when all are compiled
+    /// or no thread can be started.
     ///
     /// Why: a policy read from the compiled-policy cache compiles its
     /// regexes on first use, and the code policy's raw patterns were about
-    /// half of a one-shot call's decision (BENCHMARKS.md); started after
-    /// the load, they compile on the other core while the sandbox is
-    /// prepared.
+    /// half of a one-shot call's decision, its secret pattern a fifth of
+    /// the cached load (BENCHMARKS.md); started after the load, they
+    /// compile on the other core while the sandbox is prepared.
     pub fn precompile_in_background(&self) {
-        let jobs: Vec<_> = self
-            .engine
-            .rules
-            .raw_patterns()
-            .map(crate::rules::LazyRegex::compiler)
+        let secret = &self.engine.secret_names;
+        let first = (!secret.is_compiled()).then(|| secret.compiler());
+        let jobs: Vec<Box<dyn FnOnce() + Send>> = first
+            .into_iter()
+            .map(|job| Box::new(job) as Box<dyn FnOnce() + Send>)
+            .chain(
+                self.engine
+                    .rules
+                    .raw_patterns()
+                    .map(|re| Box::new(re.compiler()) as Box<dyn FnOnce() + Send>),
+            )
             .collect();
         if jobs.is_empty() {
             return;
@@ -155,7 +164,8 @@ fn load_as(dir: &Path, policy_sha256: &str, origin: &str, binary: &str) -> Optio
     if !rest.is_empty() {
         return None;
     }
-    let secret_names = secret_regex(&c.env.secret_pattern).ok()?;
+    // Compiled on first use or by `precompile_in_background`.
+    let secret_names = SecretNames::lazy(c.env.secret_pattern.clone());
     let mut engine = Engine::build(c.rules, &c.env, &c.sandbox, &c.shell, secret_names);
     engine.example_count = c.examples.len();
     Some(Policy {
@@ -339,7 +349,7 @@ mod tests {
     /// `precompile_in_background` compiles every raw pattern's on a
     /// thread, and the decisions are the same.
     #[test]
-    fn raw_patterns_compile_in_the_background() {
+    fn regexes_compile_in_the_background() {
         let p = code();
         let d = cache_dir();
         store_as(d.path(), &p, BIN);
@@ -347,15 +357,34 @@ mod tests {
         let raw: Vec<_> = cached.engine.rules.raw_patterns().collect();
         assert!(raw.len() >= 5, "{}", raw.len());
         assert!(raw.iter().all(|r| !r.is_compiled()), "compiled on load");
+        let secret = &cached.engine.secret_names;
+        assert!(!secret.is_compiled(), "secret pattern compiled on load");
+        // A full load compiles it at once (and reports it if invalid).
+        assert!(p.engine.secret_names.is_compiled());
         cached.precompile_in_background();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !raw.iter().all(|r| r.is_compiled()) {
+        while !(secret.is_compiled() && raw.iter().all(|r| r.is_compiled())) {
             assert!(std::time::Instant::now() < deadline, "never compiled");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         for cmd in ["sudo ls", "rm -rf /", "ls -la", "chmod 777 x"] {
             assert_eq!(verdict(&cached, cmd), verdict(&p, cmd), "{cmd}");
         }
+        for name in [
+            "GITHUB_TOKEN",
+            "PGPASSWORD",
+            "HOME",
+            "LANG",
+            "KEYBOARD_LAYOUT",
+        ] {
+            assert_eq!(
+                cached.is_secret_name(name),
+                p.is_secret_name(name),
+                "{name}"
+            );
+        }
+        assert!(cached.is_secret_name("AWS_SECRET_ACCESS_KEY"));
+        assert!(!cached.is_secret_name("PATH"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::rules::{Rule, RuleSet};
+use crate::secret::SecretNames;
 use crate::{EnvPolicy, Namespaces, SYSTEM_READ_DIRS, SandboxPolicy, ShellPolicy};
 
 /// The run's private scratch directories when it has a mount namespace
@@ -33,7 +34,7 @@ pub(crate) struct Engine {
     allow_assign: Vec<String>,
     /// `[env] secret_pattern`, case-insensitive: names of variables whose
     /// values never reach the child or a trace.
-    pub secret_names: regex_lite::Regex,
+    pub secret_names: SecretNames,
     pub example_count: usize,
 }
 
@@ -43,7 +44,7 @@ impl Engine {
         env: &EnvPolicy,
         sandbox: &SandboxPolicy,
         shell: &ShellPolicy,
-        secret_names: regex_lite::Regex,
+        secret_names: SecretNames,
     ) -> Engine {
         let mut readable: Vec<PathBuf> = SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
         extend_areas(&sandbox.read, &mut readable);

@@ -12,6 +12,7 @@ use crate::engine::Engine;
 use crate::error::{ExampleFailure, Issue, LineIndex, PolicyError, line_col, line_text};
 use crate::resolve::normalize_lexically;
 use crate::rules::{LazyRegex, OptSpec, Rule, Writes};
+use crate::secret::SecretNames;
 use crate::{
     ApprovalsPolicy, BudgetPolicy, CommandSpec, Context, DaemonPolicy, EnvPolicy, FeatureAction,
     Limits, Policy, RiskLevel, SandboxPolicy, ShellPolicy, TracePolicy, Verdict,
@@ -149,7 +150,7 @@ impl Policy {
                 message: "must be between 1 and 16".into(),
             });
         }
-        let secret_names = match secret_regex(&file.env.secret_pattern) {
+        let secret_names = match SecretNames::compiled(&file.env.secret_pattern) {
             Ok(re) => Some(re),
             Err(e) => {
                 issues.push(Issue {
@@ -285,16 +286,6 @@ pub(crate) fn compile_all(rules: &[Rule]) -> Result<(), Vec<Issue>> {
     } else {
         Err(issues)
     }
-}
-
-/// `[env] secret_pattern`, compiled. regex-lite: this pattern only ever
-/// meets a few dozen short variable names, so building it (15x faster
-/// than a full regex, measured) is what counts; its case folding is ASCII,
-/// like the other policy regexes.
-pub(crate) fn secret_regex(pattern: &str) -> Result<regex_lite::Regex, regex_lite::Error> {
-    regex_lite::RegexBuilder::new(pattern)
-        .case_insensitive(true)
-        .build()
 }
 
 /// The file's text and how to name it in messages.
