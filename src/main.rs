@@ -517,21 +517,42 @@ fn run(a: RunArgs) -> i32 {
     }
     // The process-wide setup, before anything opens a file it keeps; a
     // one-shot call takes its run cgroups from the kept slots, and sweeps
-    // what earlier calls left while it reads its policy.
+    // what earlier calls left while it reads its policy. The policy is
+    // read on a thread meanwhile (each takes 0.2-0.4 ms; BENCHMARKS.md),
+    // once stdio is guarded so none of its files takes fd 0, 1 or 2.
+    Supervisor::init(SupervisorOptions {
+        stdio: true,
+        ..SupervisorOptions::none()
+    });
+    let path = a.target.policy.clone();
+    let loading = std::thread::Builder::new()
+        .name("agent-exec-policy".into())
+        .spawn(move || load_policy(path.as_deref()));
     let supervisor = Supervisor::init(one_shot());
-    let code = run_direct(&a, req, via, &supervisor);
+    let policy = match loading {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or_else(|_| Err("reading the policy failed unexpectedly".into())),
+        Err(_) => load_policy(a.target.policy.as_deref()),
+    };
+    let code = match policy {
+        Ok(policy) => run_direct(&a, policy, req, via, &supervisor),
+        Err(m) => fail(ErrorType::PolicyError, m, format),
+    };
     // Before the process exits: the sweep is never cut short.
     supervisor.wait_for_sweep();
     code
 }
 
 /// The call run by this process, under `supervisor`.
-fn run_direct(a: &RunArgs, req: RunRequest, via: Option<String>, supervisor: &Supervisor) -> i32 {
+fn run_direct(
+    a: &RunArgs,
+    policy: Policy,
+    req: RunRequest,
+    via: Option<String>,
+    supervisor: &Supervisor,
+) -> i32 {
     let format = a.format;
-    let policy = match load_policy(a.target.policy.as_deref()) {
-        Ok(p) => p,
-        Err(m) => return fail(ErrorType::PolicyError, m, format),
-    };
     // Ready by the time the call is decided, after the sandbox is prepared.
     policy.precompile_in_background();
     let mut b = builder(policy, a);
