@@ -285,6 +285,9 @@ pub fn run_serve(opts: ServeOptions, supervisor: &Supervisor) -> Result<(), Serv
                 source,
             })?;
         let reaper = reaper::spawn(&opts);
+        if let Some(r) = &reaper {
+            supervisor.keep_own_child(r.pid());
+        }
         tracing::info!(
             socket = %shown,
             policy = %policy_name,

@@ -21,7 +21,15 @@ use super::ServeOptions;
 #[derive(Debug)]
 pub struct ReaperHandle {
     _pipe: ChildStdin,
-    _child: Child,
+    child: Child,
+}
+
+impl ReaperHandle {
+    /// The reaper's pid: a child of the daemon for its whole life, never
+    /// a run's.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 /// Starts the reaper for this process. `None` (logged) when it cannot be
@@ -55,10 +63,10 @@ pub fn spawn(opts: &ServeOptions) -> Option<ReaperHandle> {
         // the daemon's group must not take the reaper down with it.
         .process_group(0);
     match cmd.spawn() {
-        Ok(mut child) => child.stdin.take().map(|pipe| ReaperHandle {
-            _pipe: pipe,
-            _child: child,
-        }),
+        Ok(mut child) => child
+            .stdin
+            .take()
+            .map(|pipe| ReaperHandle { _pipe: pipe, child }),
         Err(e) => {
             tracing::warn!(error = %e, "no reaper: could not start it");
             None

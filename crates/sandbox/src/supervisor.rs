@@ -368,6 +368,20 @@ impl Supervisor {
         reap_adopted()
     }
 
+    /// Declares `pid`, a child this process started for itself and keeps
+    /// for its whole life (the daemon's reaper helper), as never a run's:
+    /// the orphan sweep at the end of every run and
+    /// [`reap_adopted`](Self::reap_adopted) leave it out instead of reading
+    /// its `/proc` files each time (four reads a run for the reaper; the
+    /// sweep was 6.5% of a daemon run's samples, BENCHMARKS.md). Its exit
+    /// status stays its starter's: nothing here reaps it, so its pid
+    /// cannot be reused while it is listed.
+    pub fn keep_own_child(&self, pid: u32) {
+        if let Ok(pid) = i32::try_from(pid) {
+            own_children().push(pid);
+        }
+    }
+
     pub(crate) fn cap_last(&self) -> u32 {
         self.inner.cap_last
     }
@@ -428,6 +442,13 @@ fn live_main() -> MutexGuard<'static, Vec<i32>> {
     LIVE_MAIN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Children the process keeps for itself (`Supervisor::keep_own_child`).
+static OWN_CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn own_children() -> MutexGuard<'static, Vec<i32>> {
+    OWN_CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Starts a run's main child with `spawn` and registers it (`pid` tells
 /// its pid) before any reaper can see it.
 pub(crate) fn spawn_main<T, E>(
@@ -467,11 +488,13 @@ impl Reaping {
         }
     }
 
-    /// The adopted children now, main children of runs left out.
+    /// The adopted children now, main children of runs and the process's
+    /// own children left out.
     pub(crate) fn adopted(&mut self) -> &[i32] {
         adopted(&mut self.kids, &mut self.text);
         let live = &self.live;
-        self.kids.retain(|p| !live.contains(p));
+        let own = own_children();
+        self.kids.retain(|p| !live.contains(p) && !own.contains(p));
         &self.kids
     }
 

@@ -155,8 +155,9 @@ pub(super) fn owner(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> Owner {
 /// Kills and reaps the run's processes that were re-parented to us.
 fn sweep_orphans(main_pid: i32, marker: &[u8]) {
     // Every process of the run started after its main process; read while
-    // the main process is a zombie not yet reaped. Unknown: any may be.
-    let main_start = stat_fields(main_pid).map_or(0, |f| f.start);
+    // the main process is a zombie not yet reaped, and only when a child
+    // of unknown owner needs it (most runs leave none). Unknown: any may be.
+    let mut main_start = None;
     let mut env = Vec::new();
     let mut killed = Vec::new();
     let mut unsure_rounds = 0;
@@ -193,7 +194,11 @@ fn sweep_orphans(main_pid: i32, marker: &[u8]) {
                         }
                         Some(st) if st.zombie => {}
                         // Older than the run: never its process.
-                        Some(st) if st.start < main_start => {}
+                        Some(st)
+                            if st.start
+                                < *main_start.get_or_insert_with(|| {
+                                    stat_fields(main_pid).map_or(0, |f| f.start)
+                                }) => {}
                         Some(_) => unsure = true,
                         None => {}
                     },

@@ -7,7 +7,8 @@ use std::ffi::CString;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nix::unistd::{getpgrp, getppid, getsid};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{Pid, getpgrp, getppid, getsid};
 
 use super::io::wait_readable;
 use super::kill::{Owner, owner};
@@ -692,4 +693,41 @@ fn an_orphan_that_exits_after_its_run_is_reaped_by_reap_adopted() {
     }
     assert_eq!(supervisor().reap_adopted(), 1);
     assert_eq!(own_children(), Vec::new());
+}
+
+#[test]
+fn a_child_the_process_keeps_for_itself_is_left_to_it() {
+    // Alone in its process: its children are this test's.
+    if !in_own_process("exec::tests::a_child_the_process_keeps_for_itself_is_left_to_it") {
+        return;
+    }
+    assert!(supervisor().is_subreaper());
+    // An orphan in a session of its own, adopted by this process (the
+    // subreaper), that dies soon: a zombie `reap_adopted` would take, were
+    // it not declared the process's own.
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "setsid sh -c 'sleep 0.2; exit 7' </dev/null >/dev/null 2>&1 & echo $!",
+        ])
+        .output()
+        .unwrap();
+    let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    supervisor().keep_own_child(u32::try_from(pid).unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !own_children().contains(&(pid, 'Z')) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", own_children());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Neither a run's end (its orphan sweep and reaping) nor a reaper of
+    // adopted children touches it.
+    let out = run(sh("echo ok", &marker()), &CancelToken::new()).unwrap();
+    assert_eq!(out.stdout.text, "ok\n");
+    assert_eq!(supervisor().reap_adopted(), 0);
+    assert!(own_children().contains(&(pid, 'Z')));
+    // Its status is still its starter's.
+    assert_eq!(
+        waitpid(Pid::from_raw(pid), None).unwrap(),
+        WaitStatus::Exited(Pid::from_raw(pid), 7)
+    );
 }
