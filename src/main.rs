@@ -518,7 +518,7 @@ fn run(a: RunArgs) -> i32 {
     // The process-wide setup, before anything opens a file it keeps; a
     // one-shot call takes its run cgroups from the kept slots, and sweeps
     // what earlier calls left while it reads its policy. The policy is
-    // read on a thread meanwhile (each takes 0.2-0.4 ms; BENCHMARKS.md),
+    // read on a thread meanwhile (each takes 0.1-0.4 ms; BENCHMARKS.md),
     // once stdio is guarded so none of its files takes fd 0, 1 or 2.
     Supervisor::init(SupervisorOptions {
         stdio: true,

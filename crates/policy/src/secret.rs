@@ -69,6 +69,9 @@ static SECRET_NAME: LazyLock<regex_lite::Regex> = LazyLock::new(|| {
 #[derive(Debug, Clone)]
 pub(crate) struct SecretNames {
     source: String,
+    /// The source is [`DEFAULT_SECRET_PATTERN`]: its words are checked
+    /// first (decided once, not per name).
+    default: bool,
     compiled: Arc<OnceLock<Option<regex_lite::Regex>>>,
 }
 
@@ -78,6 +81,7 @@ impl SecretNames {
         let re = compile_secret_pattern(pattern)?;
         Ok(SecretNames {
             source: pattern.to_string(),
+            default: pattern == DEFAULT_SECRET_PATTERN,
             compiled: Arc::new(OnceLock::from(Some(re))),
         })
     }
@@ -86,6 +90,7 @@ impl SecretNames {
     /// this same binary made of the same policy bytes.
     pub(crate) fn lazy(pattern: String) -> SecretNames {
         SecretNames {
+            default: pattern == DEFAULT_SECRET_PATTERN,
             source: pattern,
             compiled: Arc::new(OnceLock::new()),
         }
@@ -95,7 +100,7 @@ impl SecretNames {
     /// damaged cache entry could hold one) calls every name secret: the
     /// child then gets no variable the policy did not set itself.
     pub(crate) fn is_match(&self, name: &str) -> bool {
-        if self.source == DEFAULT_SECRET_PATTERN && !may_match_default(name) {
+        if self.default && !may_match_default(name) {
             return false;
         }
         self.compiled

@@ -372,7 +372,7 @@ impl Supervisor {
     /// for its whole life (the daemon's reaper helper), as never a run's:
     /// the orphan sweep at the end of every run and
     /// [`reap_adopted`](Self::reap_adopted) leave it out instead of reading
-    /// its `/proc` files each time (four reads a run for the reaper; the
+    /// its `/proc` files each time (three reads a run for the reaper; the
     /// sweep was 6.5% of a daemon run's samples, BENCHMARKS.md). Its exit
     /// status stays its starter's: nothing here reaps it, so its pid
     /// cannot be reused while it is listed.
