@@ -382,14 +382,19 @@ fn one_shot() -> SupervisorOptions {
         pin_network_namespace: true,
         namespaces_ahead: NamespacesAhead::FirstRun,
         sweep_in_background: true,
+        children_ahead: false,
         ..SupervisorOptions::default()
     }
 }
 
 fn supervisor_options(command: &Command) -> SupervisorOptions {
     match command {
-        // The doctor's probe is a run like any other.
-        Command::Mcp(_) | Command::Doctor(_) => SupervisorOptions::default(),
+        Command::Mcp(_) => SupervisorOptions::default(),
+        // The doctor's probe is a run like any other, and its only one.
+        Command::Doctor(_) => SupervisorOptions {
+            children_ahead: false,
+            ..SupervisorOptions::default()
+        },
         // The drop-in is a one-shot call like the CLI's.
         Command::Sh { .. } => one_shot(),
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {

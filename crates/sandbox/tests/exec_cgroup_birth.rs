@@ -19,7 +19,14 @@ fn a_child_killed_at_birth_by_the_kernel_is_started_again_the_other_way() {
     // started), reaps it, and starts it with plain clone plus a write to
     // `cgroup.procs`; the command runs once.
     let root = common::root();
-    let sb = common::sandbox(&root.path);
+    // The run's own thread spawns its child (a child made ahead would be in
+    // the cgroup already, and die in its kill).
+    let sb = agent_exec_sandbox::Sandbox::prepare(
+        common::supervisor_spawning_each_run(),
+        &common::config(),
+        &root.path,
+    )
+    .unwrap();
     let rs = Arc::new(sb.for_run().unwrap());
     if !require_kernel_feature("a run cgroup", rs.is_empty().is_some()) {
         return;

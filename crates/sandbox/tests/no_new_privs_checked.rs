@@ -71,7 +71,10 @@ fn a_child_without_no_new_privs_never_runs() {
     };
     cfg.require.set(Layer::Landlock, Some(Requirement::Off));
     cfg.require.set(Layer::Seccomp, Some(Requirement::Off));
-    let sb = sandbox_with(&r.path, cfg);
+    // Children spawned by the run's own thread, which carries the filter
+    // (a child made ahead is cloned by the sandbox's thread).
+    let sb = agent_exec_sandbox::Sandbox::prepare(supervisor_spawning_each_run(), &cfg, &r.path)
+        .unwrap();
     assert!(sb.summary().no_new_privs);
 
     // Outside the filter a run has the flag, as the summary says.

@@ -657,7 +657,11 @@ fn leftovers_of_dead_supervisors_are_swept() {
 fn only_an_untouched_run_dir_serves_the_next_run() {
     require_root();
     let r = root();
-    let sb = sandbox(&r.path);
+    // Runs prepared in order: a child made ahead would have taken its
+    // directory before the run before it ended.
+    let sb =
+        agent_exec_sandbox::Sandbox::prepare(supervisor_spawning_each_run(), &config(), &r.path)
+            .unwrap();
     let has_cgroup = sb.for_run().unwrap().is_empty().is_some();
     // Each case: what the run does to its HOME, and whether the next run
     // may get the same directory.

@@ -23,8 +23,9 @@ const DEATH_WAIT: Duration = Duration::from_secs(5);
 /// Upper bound on rounds of the orphan sweep (tree depth, fork races).
 const SWEEP_ROUNDS: usize = 1000;
 /// Extra sweep rounds (1 ms apart) while an adopted child that started
-/// after the run's main process has an unreadable environment, which is
-/// how a process in the middle of `execve` looks. An `execve` on a loaded
+/// after the run's main process has an environment without any run's
+/// marker, which is how a process in the middle of `execve` looks (empty,
+/// or part of it). An `execve` on a loaded
 /// 2-core host outlasted 20 rounds (a CI run caught a survivor); older
 /// processes cannot be the run's and never cost a round.
 const UNSURE_RETRIES: u32 = 100;
@@ -97,12 +98,19 @@ pub(super) fn kill_everything(main: &MainChild) {
         // before looking for them.
         wait_readable(fd.as_fd(), DEATH_WAIT);
     }
+    // A run cgroup that is empty now holds no process of the run, and none
+    // can be anywhere else: a process cannot leave its cgroup (the child
+    // has no capability, and Landlock keeps it off cgroupfs). Nothing is
+    // then left alive to find by its environment, and what is left dead is
+    // reaped below: the sweep's reads of `/proc` (a children list per
+    // thread, an environment per child) are skipped.
+    let emptied = main.sandbox.as_ref().and_then(|sb| sb.is_empty()) == Some(true);
     // Before the cgroup kill: the sweep recognises the run's orphans by
     // their environment, which a dead process no longer shows.
-    if subreaper_active() {
+    if subreaper_active() && !emptied {
         sweep_orphans(main.pid, main.marker.as_bytes());
     }
-    if let Some(sb) = &main.sandbox {
+    if let Some(sb) = main.sandbox.as_ref().filter(|_| !emptied) {
         let end = Instant::now() + DEATH_WAIT;
         let mut round = 0u32;
         // Emptiness first: on the common path nothing is left and the kill
@@ -129,10 +137,12 @@ pub(super) fn kill_everything(main: &MainChild) {
 /// Who a process's environment says it belongs to.
 pub(super) enum Owner {
     ThisRun,
+    /// Another run's marker.
     Other,
-    /// Empty or unreadable: a zombie, a process in the middle of `execve`
-    /// (reading through the old, released mm yields nothing), or one
-    /// that runs with an empty environment.
+    /// No run's marker: a zombie, a process in the middle of `execve`
+    /// (reading through the old, released mm yields nothing, and the new
+    /// one's environment reads in part while the kernel copies it), or one
+    /// that runs without the marker.
     Unknown,
 }
 
@@ -145,11 +155,23 @@ pub(super) fn owner(pid: i32, marker: &[u8], buf: &mut Vec<u8>) -> Owner {
     if f.take(1 << 20).read_to_end(buf).is_err() || buf.is_empty() {
         return Owner::Unknown;
     }
-    if buf.split(|b| *b == 0).any(|e| e == marker) {
-        Owner::ThisRun
-    } else {
-        Owner::Other
+    // `NAME=`: the marker up to its value.
+    let name = marker
+        .iter()
+        .position(|b| *b == b'=')
+        .map_or(marker, |i| &marker[..=i]);
+    let mut marked = false;
+    for entry in buf.split(|b| *b == 0) {
+        if entry == marker {
+            return Owner::ThisRun;
+        }
+        marked |= entry.starts_with(name);
     }
+    // Without any run's marker the read may have caught an environment
+    // being copied by `execve` (seen: 64 of its 117 bytes, the marker not
+    // yet among them, since a shell passes its variables on in its own
+    // order): the caller looks again rather than take it for another's.
+    if marked { Owner::Other } else { Owner::Unknown }
 }
 
 /// Kills and reaps the run's processes that were re-parented to us.

@@ -27,7 +27,9 @@
 //!   round after round, until none is left (each kill re-parents the
 //!   victim's own children to us). Another run's main child (registered
 //!   with the supervisor, see `supervisor::spawn_main`) and unmarked
-//!   children are never touched.
+//!   children are never touched (a child newer than the run's main one
+//!   without any run's marker is looked at again for a while: it may be
+//!   in the middle of `execve`, when its environment reads in part).
 //! - Last, on every path, every adopted zombie of a session some run made
 //!   is reaped, attributed or not (`Supervisor::reap_adopted`): nobody
 //!   else waits for an orphan, and each one left counts against the child
@@ -72,8 +74,8 @@ use nix::sys::signal::Signal;
 use crate::capture::{Capture, Captured};
 use crate::sandbox::RunSandbox;
 use crate::spawn::sys::{ChildExit as Status, PollSlots, pidfd_open, waitid_pidfd};
-use crate::spawn::{self, Command, SpawnError};
-use crate::supervisor::spawn_main;
+use crate::spawn::{self, Command, GoError, SpawnError};
+use crate::supervisor::{forget_main, spawn_main};
 use io::{Input, Stream, errno_is, set_nonblocking};
 use kill::{MainChild, kill_everything};
 
@@ -267,18 +269,37 @@ struct Job {
 fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError> {
     let start = Instant::now();
     let marker = mark_run(&mut job.env)?;
-    let confinement = job.sandbox.as_deref().map(RunSandbox::confinement);
     let command = Command {
         program: &job.program,
         argv: &job.argv,
         env: &job.env,
         cwd: &job.cwd,
         stdin_pipe: job.stdin.is_some(),
-        confinement,
+        confinement: None,
     };
-    // Registered before any reaper of adopted children can see it, so none
-    // takes its exit status from us.
-    let spawned = spawn_main(|| spawn::spawn(&command), |s| s.pid)?;
+    let spawned = match job.sandbox.as_deref().and_then(RunSandbox::take_child) {
+        // Its child made ahead (confined already, and registered) takes
+        // the command; one that was gone before the command came ran
+        // nothing, and the run spawns its own.
+        Some(child) => {
+            let pid = child.pid();
+            match child.go(&command) {
+                Ok(spawned) => spawned,
+                Err(e) => {
+                    // Reaped: the pid is no longer a run's.
+                    forget_main(pid);
+                    match e {
+                        GoError::Spawn(e) => return Err(e.into()),
+                        GoError::Gone => spawn_now(&job)?,
+                    }
+                }
+            }
+        }
+        None => spawn_now(&job)?,
+    };
+    if let Some(sb) = job.sandbox.as_deref() {
+        sb.child_started();
+    }
     let mut main = MainChild {
         pid: spawned.pid,
         pidfd: None,
@@ -336,7 +357,32 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
         exited: false,
     };
     flight.supervise()?;
-    flight.finish(start)
+    let outcome = flight.finish(start);
+    // Every process of the run is gone; what is left (the cgroup's return
+    // to the pool, the run directory's check or removal) a long-lived
+    // service does beside the result rather than before it. Only when
+    // nobody else holds the run: whoever does drops it when they are done.
+    if let Some(sb) = job.sandbox.take().filter(|sb| sb.settles_later())
+        && let Ok(sb) = Arc::try_unwrap(sb)
+    {
+        crate::spawn::sys::drop_later(Box::new(sb));
+    }
+    outcome
+}
+
+/// Starts the job's child now, confined by its sandbox.
+fn spawn_now(job: &Job) -> Result<spawn::Spawned, SpawnError> {
+    let command = Command {
+        program: &job.program,
+        argv: &job.argv,
+        env: &job.env,
+        cwd: &job.cwd,
+        stdin_pipe: job.stdin.is_some(),
+        confinement: job.sandbox.as_deref().map(RunSandbox::confinement),
+    };
+    // Registered before any reaper of adopted children can see it, so none
+    // takes its exit status from us.
+    spawn_main(|| spawn::spawn(&command), |s| s.pid)
 }
 
 /// Replaces any run marker in `env` with this run's, first (the sweep reads

@@ -163,12 +163,39 @@ fn stat_fields_reads_our_own_process() {
 fn owner_tells_runs_apart() {
     let me = std::process::id() as i32;
     let mut buf = Vec::new();
-    // Our own environment has no run marker: never attributed.
+    // Our own environment has no run marker: nobody's, as far as it says.
     assert!(matches!(
         owner(me, b"AGENT_EXEC_RUN_ID=none", &mut buf),
-        Owner::Other
+        Owner::Unknown
     ));
     assert!(matches!(owner(-1, b"x", &mut buf), Owner::Unknown));
+    // A process with a run's marker is that run's, and another's for
+    // every other run.
+    let mut child = std::process::Command::new("/bin/sleep")
+        .arg("30")
+        .env("AGENT_EXEC_RUN_ID", "1.7")
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let until = Instant::now() + Duration::from_secs(5);
+    while matches!(
+        owner(pid, b"AGENT_EXEC_RUN_ID=1.7", &mut buf),
+        Owner::Unknown
+    ) {
+        assert!(
+            Instant::now() < until,
+            "the child's environment never showed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let this = matches!(
+        owner(pid, b"AGENT_EXEC_RUN_ID=1.7", &mut buf),
+        Owner::ThisRun
+    );
+    let other = matches!(owner(pid, b"AGENT_EXEC_RUN_ID=1.8", &mut buf), Owner::Other);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(this && other);
 }
 
 /// Reads the pid a test child wrote to `path`.

@@ -9,6 +9,7 @@
 
 mod layers;
 mod prepare;
+mod ready;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -65,6 +66,9 @@ struct Shared {
     /// Runs' mount and IPC namespaces made ahead, when the supervisor
     /// asks for it (`SupervisorOptions::namespaces_ahead`).
     ahead: Option<Ahead>,
+    /// A long-lived service (`SupervisorOptions::children_ahead`): a run's
+    /// sandbox is settled after its result, on another thread.
+    settle_later: bool,
     summary: Summary,
 }
 
@@ -120,6 +124,9 @@ impl RootAccess {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     shared: Arc<Shared>,
+    /// Runs' children made ahead (`SupervisorOptions::children_ahead`);
+    /// its thread leaves once the last clone is dropped.
+    children: Option<Arc<ready::Children>>,
 }
 
 impl Sandbox {
@@ -137,71 +144,78 @@ impl Sandbox {
     /// [`for_run`](Self::for_run) with the root's access chosen: both
     /// Landlock rulesets are prepared once, this picks one per run.
     pub fn for_run_with(&self, root: RootAccess) -> Result<RunSandbox, SandboxError> {
-        let s = &self.shared;
-        let pooled_home = s.rundir_pool.lock().ok().and_then(|mut p| p.pop());
-        let (dir, home_fd) = match pooled_home {
-            Some(home) => home,
-            None => {
-                let dir = rundir::RunDir::create(&s.rundir_base, s.creds.uid, s.creds.gid)?;
-                let fd = open(
-                    &dir.path,
-                    OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY,
-                    Mode::empty(),
-                )
-                .map_err(|source| SandboxError::RunDirOpen {
-                    path: dir.path.clone(),
-                    source,
-                })?;
-                (dir, fd)
-            }
-        };
-        let pooled = s.cgroup_pool.lock().ok().and_then(|mut p| p.pop());
-        let cgroup = match pooled {
-            Some(cg) => Some(cg),
-            None if s.cgroups.any() => s
-                .cgroup_slots
-                .as_deref()
-                .and_then(|slots| {
-                    cgroup::RunCgroup::claim(&s.cgroups, slots, s.pids_max, s.memory_max)
-                })
-                .or_else(|| cgroup::RunCgroup::create(&s.cgroups, s.pids_max, s.memory_max)),
-            None => None,
-        };
-        let missing = layers::check_run_cgroup(
-            &s.cgroup_levels,
-            s.pids_max,
-            s.memory_max,
-            cgroup.as_ref().map(|cg| cg.applied.as_slice()),
-        )?;
-        let mut summary = run_summary(s, cgroup.as_ref(), &missing);
-        // Said of the ruleset the child will get, when it gets one.
-        if s.landlock_for(root).is_some() {
-            summary
-                .limits
-                .push(format!("landlock_root={}", root.as_str()));
+        if let Some(run) = self.children.as_ref().and_then(|c| c.take(root)) {
+            return Ok(run);
         }
-        let run_keep = match (&s.mounts, dir.path.file_name()) {
-            (Some(layout), Some(name)) => layout.run_keep(name),
-            _ => None,
-        };
-        // A namespace made ahead has no run directory bound in it, so it
-        // serves only runs whose directory lies outside every cover.
-        let prepared = match (&s.ahead, &s.mounts) {
-            (Some(ahead), Some(_)) if run_keep.is_none() => ahead.take(s),
-            _ => None,
-        };
-        Ok(RunSandbox {
-            root,
-            shared: Arc::clone(s),
-            run_keep,
-            made_ahead: prepared.is_some(),
-            prepared: Mutex::new(prepared),
-            home_path: dir.path.clone(),
-            home: Some((dir, home_fd)),
-            cgroup,
-            summary,
-        })
+        new_run(&self.shared, root)
     }
+}
+
+/// A run's sandbox, prepared now.
+fn new_run(s: &Arc<Shared>, root: RootAccess) -> Result<RunSandbox, SandboxError> {
+    let pooled_home = s.rundir_pool.lock().ok().and_then(|mut p| p.pop());
+    let (dir, home_fd) = match pooled_home {
+        Some(home) => home,
+        None => {
+            let dir = rundir::RunDir::create(&s.rundir_base, s.creds.uid, s.creds.gid)?;
+            let fd = open(
+                &dir.path,
+                OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY,
+                Mode::empty(),
+            )
+            .map_err(|source| SandboxError::RunDirOpen {
+                path: dir.path.clone(),
+                source,
+            })?;
+            (dir, fd)
+        }
+    };
+    let pooled = s.cgroup_pool.lock().ok().and_then(|mut p| p.pop());
+    let cgroup = match pooled {
+        Some(cg) => Some(cg),
+        None if s.cgroups.any() => s
+            .cgroup_slots
+            .as_deref()
+            .and_then(|slots| cgroup::RunCgroup::claim(&s.cgroups, slots, s.pids_max, s.memory_max))
+            .or_else(|| cgroup::RunCgroup::create(&s.cgroups, s.pids_max, s.memory_max)),
+        None => None,
+    };
+    let missing = layers::check_run_cgroup(
+        &s.cgroup_levels,
+        s.pids_max,
+        s.memory_max,
+        cgroup.as_ref().map(|cg| cg.applied.as_slice()),
+    )?;
+    let mut summary = run_summary(s, cgroup.as_ref(), &missing);
+    // Said of the ruleset the child will get, when it gets one.
+    if s.landlock_for(root).is_some() {
+        summary
+            .limits
+            .push(format!("landlock_root={}", root.as_str()));
+    }
+    let run_keep = match (&s.mounts, dir.path.file_name()) {
+        (Some(layout), Some(name)) => layout.run_keep(name),
+        _ => None,
+    };
+    // A namespace made ahead has no run directory bound in it, so it
+    // serves only runs whose directory lies outside every cover.
+    let prepared = match (&s.ahead, &s.mounts) {
+        (Some(ahead), Some(_)) if run_keep.is_none() => ahead.take(s),
+        _ => None,
+    };
+    Ok(RunSandbox {
+        ahead: Mutex::new(None),
+        waker: ready::Waker::default(),
+        root,
+        shared: Arc::clone(s),
+        run_keep,
+        made_ahead: prepared.is_some(),
+        prepared: Mutex::new(prepared),
+        home_path: dir.path.clone(),
+        home: Some((dir, home_fd)),
+        cgroup,
+        summary,
+    })
 }
 
 impl Shared {
@@ -235,6 +249,12 @@ fn run_summary(s: &Shared, cgroup: Option<&cgroup::RunCgroup>, missing: &[&str])
 /// is left of the run and removes its cgroup and HOME/TMPDIR.
 #[derive(Debug)]
 pub struct RunSandbox {
+    /// Its child made ahead, until the run hands it its command
+    /// (`take_child`); a run ending without it lets it go before anything
+    /// else of the run is settled.
+    ahead: Mutex<Option<crate::spawn::Readied>>,
+    /// Wakes the thread that made it, to make the next one.
+    waker: ready::Waker,
     shared: Arc<Shared>,
     /// Which of the prepared Landlock rulesets the child gets.
     root: RootAccess,
@@ -382,6 +402,29 @@ impl RunSandbox {
     pub fn namespaces_made_ahead(&self) -> bool {
         self.made_ahead
     }
+
+    /// Whether this run has a child made ahead waiting for its command
+    /// (`SupervisorOptions::children_ahead`), until the run takes it.
+    pub fn has_child_made_ahead(&self) -> bool {
+        self.ahead.lock().is_ok_and(|c| c.is_some())
+    }
+
+    /// Whether the run's end leaves settling this sandbox (pooling its
+    /// cgroup, checking or removing its directory) to another thread.
+    pub(crate) fn settles_later(&self) -> bool {
+        self.shared.settle_later
+    }
+
+    /// The run's child has started (or could not): the thread that made
+    /// its child ahead may make the next one now that the run only waits.
+    pub(crate) fn child_started(&self) {
+        self.waker.wake();
+    }
+
+    /// Its child made ahead, for the run to hand its command.
+    pub(crate) fn take_child(&self) -> Option<crate::spawn::Readied> {
+        self.ahead.lock().ok().and_then(|mut c| c.take())
+    }
 }
 
 /// How many runs' namespaces a sandbox keeps made ahead: one for the next
@@ -487,7 +530,13 @@ const RUNDIR_POOL_MAX: usize = 8;
 
 impl Drop for RunSandbox {
     fn drop(&mut self) {
-        // The cgroup first: it kills stragglers that might still be
+        // A child made ahead and never used exits first (this waits for
+        // it), so it is not taken for a straggler of the run.
+        if let Some(child) = self.ahead.get_mut().ok().and_then(Option::take) {
+            ready::let_go(child);
+        }
+        self.waker.wake();
+        // The cgroup: it kills stragglers that might still be
         // writing to the run directory.
         let settled = match self.cgroup.take() {
             Some(cg) => self.settle_cgroup(cg),

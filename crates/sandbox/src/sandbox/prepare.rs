@@ -275,6 +275,7 @@ impl Sandbox {
             user_ns: user_ns.map(|u| u.user),
             network: network_ns,
             ahead,
+            settle_later: supervisor.children_ahead(),
             summary,
         });
         super::Ahead::start_first(&shared);
@@ -283,7 +284,14 @@ impl Sandbox {
         // thread of its own; by now it usually is): a slot it is still
         // clearing is then never passed over.
         supervisor.wait_for_sweep();
-        Ok(Sandbox { shared })
+        // After the sweep too: its first child takes a run directory and
+        // a cgroup.
+        let children = supervisor
+            .children_ahead()
+            .then(|| super::ready::Children::start(&shared))
+            .flatten()
+            .map(Arc::new);
+        Ok(Sandbox { shared, children })
     }
 }
 

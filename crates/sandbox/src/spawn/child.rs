@@ -3,7 +3,7 @@
 //! prepared; no allocation, no lock, no panic (see `crate::spawn`).
 
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 use super::Confinement;
 use super::landlock_sys;
@@ -33,7 +33,37 @@ pub(super) struct ChildPlan<'a> {
     /// child inherits it at clone), so the child skips dropping it cap by
     /// cap.
     pub bounding_empty: bool,
+    /// Null, or a child made ahead of its run: it walks every step but
+    /// stdio, `chdir` and exec, then waits on this slot for its command
+    /// ([`await_go`]). `program`, `argv`, `envp`, `cwd` and `stdio` above
+    /// are then unused.
+    pub go: *const GoSlot,
 }
+
+/// How many descriptors a child made ahead keeps while it waits.
+pub(super) const AHEAD_KEEP: usize = 6;
+
+/// What a child made ahead reads once its command comes: written by the
+/// parent before the byte on the go pipe, read by the child after it.
+pub(super) struct GoSlot {
+    /// The go pipe's read end (in the child's table).
+    pub fd: libc::c_int,
+    /// Every descriptor the child keeps while it waits, ascending: its
+    /// pipes, `/dev/null`, the status and go pipes. Any other it inherited
+    /// (another connection's socket, another run's pipe that was open at
+    /// clone) is closed before it reports itself ready, so a child that
+    /// waits long holds nothing of anyone else's open.
+    pub keep: [libc::c_int; AHEAD_KEEP],
+    pub program: AtomicPtr<libc::c_char>,
+    pub argv: AtomicPtr<*const libc::c_char>,
+    pub envp: AtomicPtr<*const libc::c_char>,
+    pub cwd: AtomicPtr<libc::c_char>,
+    pub stdio: [AtomicI32; 3],
+}
+
+/// What a child made ahead writes on the status pipe once it is confined
+/// and waits: step 0, which no step has, and errno 0.
+pub(super) const READY: [u8; 8] = [0; 8];
 
 /// What the walk changes as it goes.
 struct State {
@@ -51,25 +81,241 @@ struct State {
 ///
 /// # Safety
 /// Only as the entry of a child cloned with the parent's memory, on its own
-/// stack, with `plan` kept alive and unchanged by the suspended parent.
-pub(super) unsafe fn child_main(plan: &ChildPlan<'_>) -> ! {
-    plan.started.store(true, Ordering::Relaxed);
-    let mut st = State {
-        err_fd: plan.err_fd,
-        ruleset: -1,
-        proc_self: -1,
-        scratch: [-1; SCRATCH_MAX],
+/// stack, with `plan` kept alive and unchanged by the parent: until exec or
+/// exit, or for a child made ahead until it reported itself ready (it
+/// reads only its `GoSlot` after that).
+pub(super) unsafe fn child_main(plan: *const ChildPlan<'_>) -> ! {
+    // The plan is borrowed for the walk only: a child made ahead leaves
+    // this block, and every reference into the plan, before it says it is
+    // ready, after which the parent may free the plan.
+    let (go, err_fd) = {
+        // SAFETY: valid until then, by this function's contract.
+        let plan = unsafe { &*plan };
+        plan.started.store(true, Ordering::Relaxed);
+        let mut st = State {
+            err_fd: plan.err_fd,
+            ruleset: -1,
+            proc_self: -1,
+            scratch: [-1; SCRATCH_MAX],
+        };
+        let ahead = !plan.go.is_null();
+        for step in STEPS {
+            // A child made ahead takes its stdio and directory with its
+            // command, and execs it then.
+            if ahead && matches!(step, Step::Stdio | Step::Chdir | Step::Exec) {
+                continue;
+            }
+            // SAFETY: each step is a raw syscall on data prepared before
+            // clone.
+            if let Err(failed) = unsafe { run_step(step, plan, &mut st) } {
+                // SAFETY: reports on the status pipe and exits.
+                unsafe { fail(st.err_fd, failed) }
+            }
+        }
+        (plan.go, st.err_fd)
     };
-    for step in STEPS {
-        // SAFETY: each step is a raw syscall on data prepared before clone.
-        if let Err(failed) = unsafe { run_step(step, plan, &mut st) } {
-            // SAFETY: reports on the status pipe and exits.
-            unsafe { fail(st.err_fd, failed) }
+    if go.is_null() {
+        // Exec is the last step and returns only by failing.
+        // SAFETY: raw exit of the child.
+        unsafe { libc::_exit(127) }
+    }
+    // SAFETY: the slot outlives the child (`Readied` owns it until the
+    // child has exec'd or exited).
+    unsafe { await_go(&*go, err_fd) }
+}
+
+/// The end of a child made ahead, confined and with nothing of anyone
+/// else's open: says it is ready, waits for its command, then takes its
+/// stdio and directory and execs. The go pipe closed without a byte (the
+/// run was given up) makes it exit quietly.
+///
+/// Raw syscalls only ([`raw`]): from here the child writes no memory but
+/// its own stack, not even `errno` (the cloning thread's), so whichever
+/// thread holds its `Readied` may hand it its command.
+///
+/// # Safety
+/// `go` and its pointers valid, as `child_main` says.
+unsafe fn await_go(go: &GoSlot, mut err_fd: libc::c_int) -> ! {
+    // SAFETY (whole body): raw syscalls on the slot and the child's stack.
+    unsafe {
+        if let Err((step, errno)) = close_all_but(&go.keep) {
+            report(err_fd, step, errno)
+        }
+        let ready = READY;
+        let wrote = raw(
+            libc::SYS_write,
+            [
+                err_fd as usize,
+                ready.as_ptr() as usize,
+                ready.len(),
+                0,
+                0,
+                0,
+            ],
+        );
+        if wrote != ready.len() as isize {
+            exit_now()
+        }
+        let mut byte = 0u8;
+        if raw(
+            libc::SYS_read,
+            [go.fd as usize, &mut byte as *mut u8 as usize, 1, 0, 0, 0],
+        ) != 1
+        {
+            exit_now()
+        }
+        let stdio = [0, 1, 2].map(|i| go.stdio[i].load(Ordering::Acquire));
+        if let Err(errno) = stdio_raw(stdio, &mut err_fd) {
+            report(err_fd, Step::Stdio, errno)
+        }
+        let cwd = go.cwd.load(Ordering::Acquire);
+        let r = raw(libc::SYS_chdir, [cwd as usize, 0, 0, 0, 0, 0]);
+        if r < 0 {
+            report(err_fd, Step::Chdir, -r as i32)
+        }
+        let r = raw(
+            libc::SYS_execve,
+            [
+                go.program.load(Ordering::Acquire) as usize,
+                go.argv.load(Ordering::Acquire) as usize,
+                go.envp.load(Ordering::Acquire) as usize,
+                0,
+                0,
+                0,
+            ],
+        );
+        report(err_fd, Step::Exec, -r as i32)
+    }
+}
+
+/// Closes every descriptor from 3 up but those in `keep` (ascending).
+unsafe fn close_all_but(keep: &[libc::c_int]) -> Result<(), (Step, i32)> {
+    let mut low: u32 = 3;
+    let close = |from: u32, to: u32| {
+        // SAFETY: integer arguments only.
+        let r = unsafe {
+            raw(
+                libc::SYS_close_range,
+                [from as usize, to as usize, 0, 0, 0, 0],
+            )
+        };
+        if r < 0 {
+            Err((Step::CloseFds, -r as i32))
+        } else {
+            Ok(())
+        }
+    };
+    for &fd in keep {
+        let Ok(fd) = u32::try_from(fd) else { continue };
+        if fd < low {
+            continue;
+        }
+        if fd > low {
+            close(low, fd - 1)?;
+        }
+        low = fd + 1;
+    }
+    close(low, u32::MAX)
+}
+
+/// [`stdio_onto`] in raw syscalls: `dup3` (aarch64 has no `dup2`), whose
+/// source and target always differ here (sources are moved above 2).
+unsafe fn stdio_raw(mut stdio: [libc::c_int; 3], err_fd: &mut libc::c_int) -> Result<(), i32> {
+    // SAFETY (whole body): fcntl/dup3 on the child's own descriptors.
+    unsafe {
+        for fd in stdio.iter_mut().chain(std::iter::once(err_fd)) {
+            if *fd < 3 {
+                let moved = raw(
+                    libc::SYS_fcntl,
+                    [*fd as usize, libc::F_DUPFD_CLOEXEC as usize, 3, 0, 0, 0],
+                );
+                if moved < 0 {
+                    return Err(-moved as i32);
+                }
+                *fd = moved as libc::c_int;
+            }
+        }
+        for (target, fd) in stdio.iter().enumerate() {
+            let r = raw(libc::SYS_dup3, [*fd as usize, target, 0, 0, 0, 0]);
+            if r < 0 {
+                return Err(-r as i32);
+            }
         }
     }
-    // Exec is the last step and returns only by failing.
-    // SAFETY: raw exit of the child.
-    unsafe { libc::_exit(127) }
+    Ok(())
+}
+
+/// Reports (step, errno) and exits, writing no memory but the stack.
+unsafe fn report(err_fd: libc::c_int, step: Step, errno: i32) -> ! {
+    let mut msg = [0u8; 8];
+    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
+    msg[4..].copy_from_slice(&errno.to_ne_bytes());
+    // SAFETY: a write from the stack, then the exit.
+    unsafe {
+        raw(
+            libc::SYS_write,
+            [err_fd as usize, msg.as_ptr() as usize, msg.len(), 0, 0, 0],
+        );
+        exit_now()
+    }
+}
+
+/// `exit_group(127)`.
+unsafe fn exit_now() -> ! {
+    // SAFETY: the syscall does not return.
+    unsafe {
+        raw(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
+    }
+    loop {
+        std::hint::spin_loop();
+    }
+}
+
+/// A system call without libc: its result, or `-errno`. libc's wrappers
+/// store failures in `errno`, a thread-local of the thread that cloned the
+/// child, which may be running by then.
+#[cfg(target_arch = "x86_64")]
+unsafe fn raw(nr: libc::c_long, a: [usize; 6]) -> isize {
+    let ret: isize;
+    // SAFETY: the kernel's x86_64 calling convention; only rax, rcx and
+    // r11 are changed.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// As on x86_64, in the aarch64 convention (number in x8, result in x0).
+#[cfg(target_arch = "aarch64")]
+unsafe fn raw(nr: libc::c_long, a: [usize; 6]) -> isize {
+    let ret: isize;
+    // SAFETY: the kernel's aarch64 calling convention; only x0 changes.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") nr as usize,
+            inlateout("x0") a[0] as isize => ret,
+            in("x1") a[1],
+            in("x2") a[2],
+            in("x3") a[3],
+            in("x4") a[4],
+            in("x5") a[5],
+            options(nostack),
+        );
+    }
+    ret
 }
 
 /// Reports (step, errno) on the status pipe and exits without running
@@ -100,7 +346,7 @@ unsafe fn run_step(step: Step, plan: &ChildPlan<'_>, st: &mut State) -> Result<(
             (Step::Signals, _) => reset_signals(),
             (Step::Setsid, _) => check(libc::setsid().into(), step),
             (Step::ParentDeath, _) => arm_parent_death(plan),
-            (Step::Stdio, _) => stdio(plan, st),
+            (Step::Stdio, _) => stdio_onto(plan.stdio, &mut st.err_fd),
             (Step::CloseFds, _) => close_fds(),
             (Step::Chdir, _) => check(libc::chdir(plan.cwd).into(), step),
             (Step::Exec, _) => {
@@ -328,11 +574,10 @@ unsafe fn arm_parent_death(plan: &ChildPlan<'_>) -> Result<(), Step> {
 /// The pipes onto 0, 1 and 2. Any source fd (and the status pipe) is moved
 /// out of 0..=2 first, so no dup2 clobbers another source (possible when
 /// the supervisor runs with stdio closed).
-unsafe fn stdio(plan: &ChildPlan<'_>, st: &mut State) -> Result<(), Step> {
-    let mut stdio = plan.stdio;
+unsafe fn stdio_onto(mut stdio: [libc::c_int; 3], err_fd: &mut libc::c_int) -> Result<(), Step> {
     // SAFETY: fcntl/dup2 on descriptors of this child's own table.
     unsafe {
-        for fd in stdio.iter_mut().chain(std::iter::once(&mut st.err_fd)) {
+        for fd in stdio.iter_mut().chain(std::iter::once(err_fd)) {
             if *fd < 3 {
                 let moved = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
                 check(moved.into(), Step::Stdio)?;

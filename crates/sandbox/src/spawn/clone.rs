@@ -8,9 +8,10 @@ use super::child::{ChildPlan, child_main};
 const CHILD_STACK: usize = 128 * 1024;
 
 extern "C" fn clone_entry(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `ChildPlan` the suspended parent thread keeps alive
-    // until this child has exec'd or exited.
-    unsafe { child_main(&*(arg as *const ChildPlan<'_>)) }
+    // SAFETY: `arg` is the `ChildPlan` the parent thread keeps alive until
+    // this child has exec'd or exited (or, for a child made ahead, until it
+    // reported itself ready, after which it no longer reads the plan).
+    unsafe { child_main(arg as *const ChildPlan<'_>) }
 }
 
 /// Starts `child_main` with `clone(CLONE_VM | CLONE_VFORK)` on a separate
@@ -36,9 +37,54 @@ pub(super) unsafe fn clone_vfork(plan: &mut ChildPlan<'_>) -> std::io::Result<li
         };
         // SAFETY: the stack is this thread's and unused (the previous
         // child has exec'd or exited); `plan` outlives the child's use.
-        unsafe { clone_on(plan, stack) }
+        unsafe { clone_on(plan, stack, true) }
     })
 }
+
+/// Starts `child_main` for a child made ahead of its run: the same clone
+/// as [`clone_vfork`] without `CLONE_VFORK`, so it returns at once and the
+/// child prepares itself while the caller goes on, on `stack`, which the
+/// child owns until it has exec'd or exited.
+///
+/// # Safety
+/// `plan` must stay valid and unchanged until the child reports itself
+/// ready or exits; `stack` must not be in use, and must stay mapped and
+/// unused by anyone else until the child has exec'd or exited.
+pub(super) unsafe fn clone_ahead(
+    plan: &mut ChildPlan<'_>,
+    stack: &ChildStack,
+) -> std::io::Result<libc::pid_t> {
+    // SAFETY: as this function's contract says.
+    unsafe { clone_on(plan, stack, false) }
+}
+
+/// A stack for a child made ahead: the spare one, or a new one. It is the
+/// child's until the child has exec'd or exited; then [`give_back_stack`]
+/// keeps it for the next child made ahead.
+pub(super) fn take_stack() -> std::io::Result<ChildStack> {
+    let spare = AHEAD_STACK.lock().ok().and_then(|mut s| s.take());
+    match spare {
+        Some(stack) => Ok(stack),
+        None => ChildStack::map(),
+    }
+}
+
+/// Keeps a stack no child runs on any more for the next child made ahead
+/// (a daemon makes one at a time: one spare saves a mapping per run).
+pub(super) fn give_back_stack(stack: ChildStack) {
+    if let Ok(mut spare) = AHEAD_STACK.lock()
+        && spare.is_none()
+    {
+        *spare = Some(stack);
+    }
+}
+
+/// The spare stack of children made ahead.
+static AHEAD_STACK: std::sync::Mutex<Option<ChildStack>> = std::sync::Mutex::new(None);
+
+// SAFETY: a stack is plain memory of this process, owned by whoever holds
+// the value; nothing in it is tied to the thread that mapped it.
+unsafe impl Send for ChildStack {}
 
 /// Starts `entry(arg)` with `clone(CLONE_VM | CLONE_VFORK | extra)` on
 /// this thread's child stack, signals blocked, and returns once it has
@@ -94,8 +140,9 @@ pub(super) unsafe fn clone_vfork_entry(
 /// A child stack with a guard page below it, mapped once per thread and
 /// reused by every spawn from that thread: mapping and unmapping one per
 /// spawn cost a TLB shootdown each time. Reuse is safe because CLONE_VFORK
-/// returns only after the previous child has exec'd or exited.
-struct ChildStack {
+/// returns only after the previous child has exec'd or exited; a child made
+/// ahead owns its stack by value until then (`take_stack`).
+pub(super) struct ChildStack {
     base: *mut libc::c_void,
     len: usize,
     page: usize,
@@ -133,8 +180,8 @@ impl ChildStack {
 
 impl Drop for ChildStack {
     fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping when the thread ends; no child
-        // is running on it (CLONE_VFORK).
+        // SAFETY: unmapping our own mapping; no child is running on it
+        // (CLONE_VFORK, or the child made ahead has exec'd or exited).
         unsafe {
             libc::munmap(self.base, self.len);
         }
@@ -147,8 +194,14 @@ thread_local! {
 }
 
 /// # Safety
-/// As `clone_vfork`, and `stack` must not be in use.
-unsafe fn clone_on(plan: &mut ChildPlan<'_>, stack: &ChildStack) -> std::io::Result<libc::pid_t> {
+/// As `clone_vfork` (`vfork`) or `clone_ahead`, and `stack` must not be in
+/// use.
+unsafe fn clone_on(
+    plan: &mut ChildPlan<'_>,
+    stack: &ChildStack,
+    vfork: bool,
+) -> std::io::Result<libc::pid_t> {
+    let wait = if vfork { libc::CLONE_VFORK } else { 0 };
     // SAFETY: signal mask changes restored before returning; the clone
     // calls get a stack nobody else uses.
     unsafe {
@@ -166,7 +219,7 @@ unsafe fn clone_on(plan: &mut ChildPlan<'_>, stack: &ChildStack) -> std::io::Res
         {
             plan.v2_joined = true;
             let args = CloneArgs {
-                flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+                flags: (libc::CLONE_VM | wait) as u64 | CLONE_INTO_CGROUP,
                 exit_signal: libc::SIGCHLD as u64,
                 stack: stack_low as u64,
                 stack_size: CHILD_STACK as u64,
@@ -174,7 +227,10 @@ unsafe fn clone_on(plan: &mut ChildPlan<'_>, stack: &ChildStack) -> std::io::Res
                 ..CloneArgs::default()
             };
             result = clone3_vm(&args, plan as *const ChildPlan<'_> as *mut libc::c_void);
+            // (A child made ahead is checked by its caller, once it has
+            // reported or exited: this call does not wait for it.)
             if let Ok(pid) = result
+                && vfork
                 && !plan.started.load(std::sync::atomic::Ordering::Relaxed)
             {
                 // Killed at birth, before running anything: the kernel does
@@ -200,7 +256,7 @@ unsafe fn clone_on(plan: &mut ChildPlan<'_>, stack: &ChildStack) -> std::io::Res
             let pid = libc::clone(
                 clone_entry,
                 top,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | wait | libc::SIGCHLD,
                 plan as *const ChildPlan<'_> as *mut libc::c_void,
             );
             result = if pid < 0 {
@@ -212,6 +268,13 @@ unsafe fn clone_on(plan: &mut ChildPlan<'_>, stack: &ChildStack) -> std::io::Res
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         result
     }
+}
+
+/// A child made ahead into its cgroup died before it ran a single
+/// instruction (see `clone_on`): later children join by writing
+/// `cgroup.procs`.
+pub(super) fn into_cgroup_failed() {
+    INTO_CGROUP_WORKS.store(false, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Cleared for the rest of the process once a child cloned into its cgroup

@@ -13,6 +13,9 @@
 //!   its order checked by tests;
 //! - `child`: the walk of that table in the child;
 //! - `clone`: clone/clone3 onto a child stack;
+//! - `ahead`: a child made ahead of its run, confined and waiting for its
+//!   command (a long-lived service's runs; the rules it adds to the ones
+//!   below are in that file);
 //! - [`landlock_sys`]: Landlock's kernel structures, the ABI probe and the
 //!   ruleset the child enforces;
 //! - [`mounts`]: the run's own mount and IPC namespaces as data, and the
@@ -57,6 +60,7 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+mod ahead;
 mod child;
 mod clone;
 pub(crate) mod landlock_sys;
@@ -64,6 +68,7 @@ pub(crate) mod mounts;
 mod steps;
 pub(crate) mod sys;
 
+pub(crate) use ahead::{GoError, Readied, spawn_ahead};
 use child::ChildPlan;
 use steps::Step;
 
@@ -263,6 +268,7 @@ pub(crate) fn spawn(cmd: &Command<'_>) -> Result<Spawned, SpawnError> {
         // the 41 reads of checking (once per thread, once it is empty).
         bounding_empty: confinement
             .is_some_and(|c| c.creds.privileged && sys::thread_bounding_empty(c.cap_last)),
+        go: std::ptr::null(),
     };
 
     // SAFETY: the child runs only `child_main` on its own stack, which makes

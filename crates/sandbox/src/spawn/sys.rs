@@ -248,16 +248,22 @@ pub(crate) fn ensure_stdio_open() {
 /// holds: the last close of a mount namespace unmounts its tree and waits
 /// for an RCU grace period (about 0.1 ms, and milliseconds on a busy
 /// host), which is then no longer between the run's exit and its result.
-/// Falls back to closing here when the thread cannot be had.
 pub(crate) fn release_later(fds: Vec<OwnedFd>) {
+    if !fds.is_empty() {
+        drop_later(Box::new(fds));
+    }
+}
+
+/// Drops `value` on a thread of its own (the one [`release_later`] uses),
+/// after the caller has moved on. Falls back to dropping it here when the
+/// thread cannot be had.
+pub(crate) fn drop_later(value: Box<dyn Send>) {
     use std::sync::mpsc::{Sender, channel};
     use std::sync::{Mutex, OnceLock};
-    if fds.is_empty() {
-        return;
-    }
-    static CLOSER: OnceLock<Option<Mutex<Sender<Vec<OwnedFd>>>>> = OnceLock::new();
+    type Later = Box<dyn Send>;
+    static CLOSER: OnceLock<Option<Mutex<Sender<Later>>>> = OnceLock::new();
     let closer = CLOSER.get_or_init(|| {
-        let (tx, rx) = channel::<Vec<OwnedFd>>();
+        let (tx, rx) = channel::<Later>();
         std::thread::Builder::new()
             .name("agent-exec-ns-release".into())
             .spawn(move || rx.into_iter().for_each(drop))
@@ -268,7 +274,7 @@ pub(crate) fn release_later(fds: Vec<OwnedFd>) {
         return;
     };
     if let Ok(tx) = tx.lock()
-        && let Err(unsent) = tx.send(fds)
+        && let Err(unsent) = tx.send(value)
     {
         drop(unsent.0);
     }

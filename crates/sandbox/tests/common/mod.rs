@@ -38,6 +38,20 @@ pub fn supervisor() -> &'static Supervisor {
     })
 }
 
+/// As [`supervisor`], without children made ahead: each run's child is
+/// spawned when the run starts, by the run's thread, from what the run
+/// prepared (for tests of what a run gets from the pools, in order).
+pub fn supervisor_spawning_each_run() -> &'static Supervisor {
+    static SUPERVISOR: OnceLock<Supervisor> = OnceLock::new();
+    SUPERVISOR.get_or_init(|| {
+        Supervisor::init(SupervisorOptions {
+            drop_bounding_set: false,
+            children_ahead: false,
+            ..SupervisorOptions::default()
+        })
+    })
+}
+
 /// The sandbox configuration of a policy that leaves `[sandbox]` at its
 /// defaults, with the policy crate's system directories (the one list).
 pub fn config() -> SandboxConfig {
