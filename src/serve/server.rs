@@ -527,7 +527,9 @@ async fn run_call<H: Handler>(
     let call_token = token.clone();
     // The blocking thread stays inside `call` until the command and all its
     // descendants are gone, so the thread a child was forked from (which
-    // PDEATHSIG follows) outlives that child.
+    // PDEATHSIG follows) outlives that child. (A child made ahead was
+    // forked by the sandbox's own thread, which stays as long as the runs
+    // it forked.)
     let uid = conn.uid;
     let mut job = tokio::task::spawn_blocking(move || handler.call(uid, req, &call_token));
     let joined = loop {
