@@ -29,12 +29,20 @@ const READY_WAIT: Duration = Duration::from_millis(20);
 /// How often a thread whose sandbox is gone looks whether the runs it
 /// started are over.
 const LEAVE_POLL: Duration = Duration::from_millis(20);
+/// Failures in a row after which runs spawn their own for good: one can
+/// be passing (a cgroup that killed the child at birth, a full disk), a
+/// setup that fails every time is not.
+const FAILURES_MAX: u32 = 3;
+/// The pause before trying again after a failure.
+const RETRY_AFTER: Duration = Duration::from_millis(50);
 
 struct State {
     /// The run whose child is ready, not yet taken.
     ready: Option<RunSandbox>,
     making: bool,
-    /// Making one failed: runs spawn their own from then on.
+    /// Failures in a row; at [`FAILURES_MAX`] runs spawn their own from
+    /// then on.
+    failures: u32,
     failed: bool,
     /// The root access the next child is made for: the last run's.
     want: RootAccess,
@@ -64,6 +72,7 @@ impl Children {
             Mutex::new(State {
                 ready: None,
                 making: true,
+                failures: 0,
                 failed: false,
                 want: RootAccess::ReadWrite,
                 leave: false,
@@ -159,14 +168,25 @@ fn serve(shared: &Arc<Shared>, shelf: &Shelf) {
                 return;
             };
             st.making = false;
-            match made {
-                Ok(run) => st.ready = Some(run),
-                Err(why) => {
-                    tracing::debug!(error = %why, "making a run's child ahead failed; runs spawn their own");
-                    st.failed = true;
+            let again = match made {
+                Ok(run) => {
+                    st.ready = Some(run);
+                    st.failures = 0;
+                    false
                 }
-            }
+                Err(why) => {
+                    st.failures += 1;
+                    st.failed = st.failures >= FAILURES_MAX;
+                    tracing::debug!(error = %why, failures = st.failures, "making a run's child ahead failed; the run spawns its own");
+                    !st.failed
+                }
+            };
             changed.notify_all();
+            drop(st);
+            if again {
+                // Not at once: what failed may take a moment to pass.
+                std::thread::sleep(RETRY_AFTER);
+            }
             continue;
         }
         st.making = false;
