@@ -228,8 +228,11 @@ fn make(shared: &Arc<Shared>, shelf: &Shelf, access: RootAccess) -> Result<RunSa
             return Err(e.to_string());
         }
     };
-    if let Ok(mut slot) = run.ahead.lock() {
-        *slot = Some(child);
+    match run.ahead.get_mut() {
+        Ok(slot) => *slot = Some(child),
+        // Never poisoned (nobody else has it yet); if it were, the child
+        // goes rather than wait forever.
+        Err(_) => let_go(child),
     }
     Ok(run)
 }
