@@ -7,6 +7,7 @@
 
 mod activation;
 pub mod client;
+mod out;
 mod peer;
 mod reaper;
 mod server;

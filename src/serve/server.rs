@@ -20,12 +20,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 
 use super::Handler;
+use super::out::{self, Out};
 use crate::request::{Envelope, RequestLimits, RunRequest, ToolCall, parse_request_line};
 use crate::result::{ErrorType, ToolResult};
 use crate::sandbox::CancelToken;
@@ -256,11 +256,20 @@ struct Conn {
     id: u64,
     /// The peer's uid (`SO_PEERCRED`): whose calls these are.
     uid: u32,
-    tx: mpsc::Sender<Vec<u8>>,
+    /// Where its answers go (see `out`).
+    out: Arc<Out>,
     /// Set when the client is gone (hung up, or a write failed).
     gone: watch::Sender<bool>,
     inflight: AtomicUsize,
     done: Notify,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // The reading loop and every call are done with the connection:
+        // the writer task ends once what is queued is out.
+        self.out.finish();
+    }
 }
 
 /// Bytes read from a connection at a time. Small, since every connection
@@ -281,17 +290,24 @@ impl Drop for OpenGuard<'_> {
 
 async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64, uid: u32) {
     let _open = OpenGuard(&shared.open);
+    let gone = watch::channel(false).0;
+    let out = match Out::new(&stream, gone.clone()) {
+        Ok(out) => Arc::new(out),
+        Err(e) => {
+            tracing::warn!(conn = id, error = %e, "cannot answer on the connection: closing it");
+            return;
+        }
+    };
     let (rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel(256);
     let conn = Arc::new(Conn {
         id,
         uid,
-        tx,
-        gone: watch::channel(false).0,
+        out: Arc::clone(&out),
+        gone,
         inflight: AtomicUsize::new(0),
         done: Notify::new(),
     });
-    let writer = tokio::spawn(write_loop(wr, rx, conn.gone.clone()));
+    let writer = tokio::spawn(out::write_loop(out, wr));
     let mut reader = BufReader::with_capacity(READ_BUF, rd);
     let mut line = Vec::new();
     let mut closing = shared.closing.subscribe();
@@ -315,7 +331,7 @@ async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: 
                         "request: line is over {} bytes; the connection is closed",
                         shared.cfg.limits.max_line_bytes
                     ));
-                    respond(&conn, r, "unknown", Instant::now()).await;
+                    respond(&conn, r, "unknown", Instant::now());
                     tracing::info!(conn = id, "line over the limit: closing the connection");
                     conn.gone.send_replace(true);
                     break;
@@ -325,6 +341,9 @@ async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: 
                     if !trimmed.iter().all(u8::is_ascii_whitespace) {
                         dispatch(&shared, &conn, trimmed).await;
                     }
+                    // A client that sends without reading its answers
+                    // waits here, not in the daemon's memory.
+                    conn.out.drain().await;
                     if line.capacity() > KEEP_LINE_CAPACITY {
                         line = Vec::new();
                     }
@@ -358,35 +377,6 @@ async fn connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: 
     let _ = writer.await;
 }
 
-async fn write_loop(
-    wr: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    gone: watch::Sender<bool>,
-) {
-    let mut w = BufWriter::with_capacity(64 << 10, wr);
-    while let Some(first) = rx.recv().await {
-        let mut result = w.write_all(&first).await;
-        // Batch whatever is already queued into one flush.
-        while result.is_ok() {
-            match rx.try_recv() {
-                Ok(more) => result = w.write_all(&more).await,
-                Err(_) => break,
-            }
-        }
-        if result.is_ok() {
-            result = w.flush().await;
-        }
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "client stopped reading: cancelling its calls");
-            gone.send_replace(true);
-            // Keep receiving so no call blocks on a full channel.
-            while rx.recv().await.is_some() {}
-            return;
-        }
-    }
-    let _ = w.shutdown().await;
-}
-
 /// Resolves once the flag is set. The guard `wait_for` returns is not
 /// `Send`, so it must not live in a `select!` output.
 async fn until(rx: &mut watch::Receiver<bool>) {
@@ -414,7 +404,7 @@ async fn dispatch<H: Handler>(shared: &Arc<Shared<H>>, conn: &Arc<Conn>, line: &
         Ok(e) => e,
         Err(e) => {
             let r = e.to_result(shared.call_id());
-            respond(conn, r, "invalid", received).await;
+            respond(conn, r, "invalid", received);
             return;
         }
     };
@@ -423,13 +413,13 @@ async fn dispatch<H: Handler>(shared: &Arc<Shared<H>>, conn: &Arc<Conn>, line: &
         ToolCall::Describe => {
             let mut r = ToolResult::description(shared.call_id(), &shared.handler.describe());
             r.id = id;
-            respond(conn, r, "describe", received).await;
+            respond(conn, r, "describe", received);
         }
         ToolCall::Stats => {
             let mut r = ToolResult::description(shared.call_id(), &stats_of(shared));
             r.message = "stats: the daemon's counters are in stdout as JSON".into();
             r.id = id;
-            respond(conn, r, "stats", received).await;
+            respond(conn, r, "stats", received);
         }
         ToolCall::RunShell(req) => admit(shared, conn, id, req, received).await,
     }
@@ -464,7 +454,7 @@ async fn admit<H: Handler>(
     if draining {
         let r = busy("the daemon is shutting down and takes no new calls".into());
         shared.stats.record(&r, received.elapsed());
-        respond(conn, r, "run_shell", received).await;
+        respond(conn, r, "run_shell", received);
         return;
     }
     let cap = shared.cfg.max_concurrent + shared.cfg.queue;
@@ -475,15 +465,18 @@ async fn admit<H: Handler>(
             shared.cfg.max_concurrent, shared.cfg.queue
         ));
         shared.stats.record(&r, received.elapsed());
-        respond(conn, r, "run_shell", received).await;
+        respond(conn, r, "run_shell", received);
         return;
     }
     conn.inflight.fetch_add(1, Ordering::AcqRel);
     let (shared, conn) = (shared.clone(), conn.clone());
     tokio::spawn(async move {
-        let r = run_call(&shared, &conn, id, req).await;
-        shared.stats.record(&r, received.elapsed());
-        respond(&conn, r, "run_shell", received).await;
+        // The call's own thread answers; a call that never started or
+        // panicked is answered here.
+        if let Some(r) = run_call(&shared, &conn, id, req, received).await {
+            shared.stats.record(&r, received.elapsed());
+            respond(&conn, r, "run_shell", received);
+        }
         shared.release();
         if conn.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
             conn.done.notify_waiters();
@@ -491,12 +484,16 @@ async fn admit<H: Handler>(
     });
 }
 
+/// Runs one call. Its answer is sent by the thread that ran it; `Some`:
+/// the answer the caller still has to send (the call never started, or
+/// panicked).
 async fn run_call<H: Handler>(
     shared: &Arc<Shared<H>>,
     conn: &Arc<Conn>,
     id: Option<serde_json::Value>,
     req: RunRequest,
-) -> ToolResult {
+    received: Instant,
+) -> Option<ToolResult> {
     let mut gone = conn.gone.subscribe();
     let mut draining = shared.draining.subscribe();
     let mut hard_stop = shared.hard_stop.subscribe();
@@ -514,10 +511,10 @@ async fn run_call<H: Handler>(
     let permit = tokio::select! {
         p = shared.slots.acquire() => match p {
             Ok(p) => p,
-            Err(_) => return cancelled_before_start("the daemon stopped"),
+            Err(_) => return Some(cancelled_before_start("the daemon stopped")),
         },
-        _ = until(&mut gone) => return cancelled_before_start("the client disconnected"),
-        _ = until(&mut draining) => return cancelled_before_start("the daemon is shutting down"),
+        _ = until(&mut gone) => return Some(cancelled_before_start("the client disconnected")),
+        _ = until(&mut draining) => return Some(cancelled_before_start("the daemon is shutting down")),
     };
     let token = CancelToken::new();
     // If this task is dropped mid-call (runtime shutdown), the command must
@@ -531,7 +528,14 @@ async fn run_call<H: Handler>(
     // forked by the sandbox's own thread, which stays as long as the runs
     // it forked.)
     let uid = conn.uid;
-    let mut job = tokio::task::spawn_blocking(move || handler.call(uid, req, &call_token));
+    let (answer_shared, answer_conn, answer_id) =
+        (Arc::clone(shared), Arc::clone(conn), id.clone());
+    let mut job = tokio::task::spawn_blocking(move || {
+        let mut r = handler.call(uid, req, &call_token);
+        r.id = answer_id;
+        answer_shared.stats.record(&r, received.elapsed());
+        respond(&answer_conn, r, "run_shell", received);
+    });
     let joined = loop {
         tokio::select! {
             j = &mut job => break j,
@@ -543,19 +547,19 @@ async fn run_call<H: Handler>(
         }
     };
     drop(permit);
-    let mut r = match joined {
-        Ok(r) => r,
+    match joined {
+        Ok(()) => None,
         Err(e) => {
             tracing::error!(error = %e, "the call panicked");
-            ToolResult::refusal(
+            let mut r = ToolResult::refusal(
                 shared.call_id(),
                 ErrorType::InternalError,
                 "the call failed internally",
-            )
+            );
+            r.id = id;
+            Some(r)
         }
-    };
-    r.id = id;
-    r
+    }
 }
 
 struct CancelOnDrop(CancelToken);
@@ -566,7 +570,7 @@ impl Drop for CancelOnDrop {
     }
 }
 
-async fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
+fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
     tracing::info!(
         conn = conn.id,
         call_id = %r.call_id,
@@ -591,8 +595,7 @@ async fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
         }
     };
     line.push(b'\n');
-    // A closed channel means the client is gone; there is no one to tell.
-    let _ = conn.tx.send(line).await;
+    conn.out.send(line);
 }
 
 enum Line {
