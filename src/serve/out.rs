@@ -177,19 +177,33 @@ mod tests {
     use std::io::{BufRead, BufReader};
     use std::sync::Arc;
 
+    /// A connection's writer on one end of a socket pair: the writer, its
+    /// task, the client's end, and the connection's "gone" flag.
+    fn connected() -> (
+        Arc<Out>,
+        tokio::task::JoinHandle<()>,
+        std::os::unix::net::UnixStream,
+        watch::Receiver<bool>,
+    ) {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+        let gone = watch::channel(false).0;
+        let watched = gone.subscribe();
+        let out = Arc::new(Out::new(&ours, gone).unwrap());
+        // The read half is dropped: the tests only write.
+        let (_rd, wr) = ours.into_split();
+        let writer = tokio::spawn(write_loop(Arc::clone(&out), wr));
+        (out, writer, theirs, watched)
+    }
+
     /// Threads answering at once on one connection whose client reads
     /// slowly meanwhile, so the socket fills and frees in the middle of
     /// lines: every line arrives whole, each thread's in its order, and
     /// the queue (not only the direct write) carried some of them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lines_from_many_threads_arrive_whole_and_in_order() {
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        ours.set_nonblocking(true).unwrap();
-        let ours = tokio::net::UnixStream::from_std(ours).unwrap();
-        let gone = watch::channel(false).0;
-        let out = Arc::new(Out::new(&ours, gone).unwrap());
-        let (_rd, wr) = ours.into_split();
-        let writer = tokio::spawn(write_loop(Arc::clone(&out), wr));
+        let (out, writer, theirs, _gone) = connected();
         const THREADS: usize = 4;
         const LINES: usize = 400;
         let reader = std::thread::spawn(move || {
@@ -247,14 +261,7 @@ mod tests {
     /// the connection is marked gone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_gone_empties_the_queue_and_says_so() {
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        ours.set_nonblocking(true).unwrap();
-        let ours = tokio::net::UnixStream::from_std(ours).unwrap();
-        let gone = watch::channel(false).0;
-        let mut watch_gone = gone.subscribe();
-        let out = Arc::new(Out::new(&ours, gone).unwrap());
-        let (_rd, wr) = ours.into_split();
-        let writer = tokio::spawn(write_loop(Arc::clone(&out), wr));
+        let (out, writer, theirs, mut watch_gone) = connected();
         let line = vec![b'y'; 64 << 10];
         // Fill the socket and queue more than the backlog bound.
         for _ in 0..(BACKLOG_MAX + 8) {

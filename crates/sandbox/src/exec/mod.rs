@@ -269,14 +269,7 @@ struct Job {
 fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError> {
     let start = Instant::now();
     let marker = mark_run(&mut job.env)?;
-    let command = Command {
-        program: &job.program,
-        argv: &job.argv,
-        env: &job.env,
-        cwd: &job.cwd,
-        stdin_pipe: job.stdin.is_some(),
-        confinement: None,
-    };
+    let command = command_of(&job);
     let spawned = match job.sandbox.as_deref().and_then(RunSandbox::take_child) {
         // Its child made ahead (confined already, and registered) takes
         // the command; one that was gone before the command came ran
@@ -370,15 +363,24 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
     outcome
 }
 
-/// Starts the job's child now, confined by its sandbox.
-fn spawn_now(job: &Job) -> Result<spawn::Spawned, SpawnError> {
-    let command = Command {
+/// The job's command, without its confinement (a child made ahead has it
+/// already).
+fn command_of(job: &Job) -> Command<'_> {
+    Command {
         program: &job.program,
         argv: &job.argv,
         env: &job.env,
         cwd: &job.cwd,
         stdin_pipe: job.stdin.is_some(),
+        confinement: None,
+    }
+}
+
+/// Starts the job's child now, confined by its sandbox.
+fn spawn_now(job: &Job) -> Result<spawn::Spawned, SpawnError> {
+    let command = Command {
         confinement: job.sandbox.as_deref().map(RunSandbox::confinement),
+        ..command_of(job)
     };
     // Registered before any reaper of adopted children can see it, so none
     // takes its exit status from us.
