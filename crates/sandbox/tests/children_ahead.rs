@@ -46,6 +46,13 @@ fn waiting_children(uid: u32) -> Vec<i32> {
     kids
 }
 
+/// The one child made ahead that waits now (the tests run one at a time).
+fn the_waiting_child() -> i32 {
+    let waiting = waiting_children(NOBODY);
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    waiting[0]
+}
+
 /// One test at a time, each starting when the children of the one before
 /// are gone (a sandbox's thread lets its child go once the sandbox is).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -181,9 +188,8 @@ fn a_waiting_child_holds_nothing_it_did_not_open_and_sits_in_its_runs_cgroup() {
     if let Some(empty) = run.is_empty() {
         assert!(!empty, "the waiting child is in the run's cgroup");
     }
-    let waiting = waiting_children(NOBODY);
-    assert_eq!(waiting.len(), 1, "{waiting:?}");
-    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", waiting[0]))
+    let waiting = the_waiting_child();
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{waiting}/fd"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -198,20 +204,19 @@ fn a_run_that_ends_without_its_child_and_a_sandbox_that_goes_leave_no_process() 
     let r = root();
     let sb = sandbox(&r.path);
     let run = run_made_ahead(&sb, RootAccess::ReadWrite);
-    let first = waiting_children(NOBODY);
-    assert_eq!(first.len(), 1, "{first:?}");
+    let first = the_waiting_child();
     // Refused, say: the run ends without running anything.
     drop(run);
     let gone = |pid: i32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
-    assert!(gone(first[0]), "the child let go was not reaped at once");
+    assert!(gone(first), "the child let go was not reaped at once");
     // The next one is made; the sandbox's last handle going takes it too.
     eventually("the next child is made", || {
         waiting_children(NOBODY).len() == 1
     });
-    let second = waiting_children(NOBODY);
+    let second = the_waiting_child();
     assert_ne!(second, first);
     drop(sb);
-    eventually("the sandbox's child outlived it", || gone(second[0]));
+    eventually("the sandbox's child outlived it", || gone(second));
 }
 
 #[test]
@@ -220,17 +225,16 @@ fn a_child_killed_while_it_waits_costs_its_run_nothing() {
     let r = root();
     let sb = sandbox(&r.path);
     let run = run_made_ahead(&sb, RootAccess::ReadWrite);
-    let waiting = waiting_children(NOBODY);
-    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let waiting = the_waiting_child();
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(waiting[0]),
+        nix::unistd::Pid::from_raw(waiting),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
     // Dead before its command comes (a kill that lands between the command
     // and exec is a kill of the program, as for any child).
     eventually("the killed child is dead", || {
-        std::fs::read_to_string(format!("/proc/{}/stat", waiting[0])).is_ok_and(|st| {
+        std::fs::read_to_string(format!("/proc/{waiting}/stat")).is_ok_and(|st| {
             st.rsplit(')')
                 .next()
                 .is_some_and(|t| t.trim_start().starts_with('Z'))
@@ -242,7 +246,7 @@ fn a_child_killed_while_it_waits_costs_its_run_nothing() {
         (Some(0), "ran\n65534\n"),
         "{o:?}"
     );
-    assert!(!std::path::Path::new(&format!("/proc/{}", waiting[0])).exists());
+    assert!(!std::path::Path::new(&format!("/proc/{waiting}")).exists());
 }
 
 #[test]
