@@ -50,8 +50,8 @@ pub(crate) struct ServerConfig {
 struct Shared<H> {
     handler: Arc<H>,
     cfg: ServerConfig,
-    slots: Semaphore,
-    /// Running plus waiting calls.
+    slots: Arc<Semaphore>,
+    /// Running plus waiting calls (each held by an [`Admitted`]).
     admitted: AtomicUsize,
     idle: Notify,
     /// Set once SIGTERM arrives: nothing new starts.
@@ -79,7 +79,23 @@ impl<H: Handler> Shared<H> {
             self.idle.notify_waiters();
         }
     }
+}
 
+/// One admitted call, counted until it is dropped. A call lets go of it
+/// (and of its slot) before its answer is written: a client that reads
+/// the answer and then asks for `stats` must not find its own call still
+/// counted. The answer is not lost to a drain that sees the count reach
+/// zero first, since the call still holds its connection, whose writer
+/// ends only once every holder is done.
+struct Admitted<H: Handler>(Arc<Shared<H>>);
+
+impl<H: Handler> Drop for Admitted<H> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+impl<H: Handler> Shared<H> {
     async fn wait_idle(&self) {
         loop {
             let notified = self.idle.notified();
@@ -103,7 +119,7 @@ pub(crate) async fn serve<H: Handler>(
 ) {
     let shared = Arc::new(Shared {
         handler,
-        slots: Semaphore::new(cfg.max_concurrent.max(1)),
+        slots: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         cfg,
         admitted: AtomicUsize::new(0),
         idle: Notify::new(),
@@ -458,8 +474,9 @@ async fn admit<H: Handler>(
         return;
     }
     let cap = shared.cfg.max_concurrent + shared.cfg.queue;
+    let admitted = Admitted(Arc::clone(shared));
     if shared.admitted.fetch_add(1, Ordering::AcqRel) >= cap {
-        shared.release();
+        drop(admitted);
         let r = busy(format!(
             "{} calls are running and {} waiting, the most this daemon takes",
             shared.cfg.max_concurrent, shared.cfg.queue
@@ -473,11 +490,10 @@ async fn admit<H: Handler>(
     tokio::spawn(async move {
         // The call's own thread answers; a call that never started or
         // panicked is answered here.
-        if let Some(r) = run_call(&shared, &conn, id, req, received).await {
+        if let Some(r) = run_call(admitted, &conn, id, req, received).await {
             shared.stats.record(&r, received.elapsed());
             respond(&conn, r, "run_shell", received);
         }
-        shared.release();
         if conn.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
             conn.done.notify_waiters();
         }
@@ -488,12 +504,13 @@ async fn admit<H: Handler>(
 /// the answer the caller still has to send (the call never started, or
 /// panicked).
 async fn run_call<H: Handler>(
-    shared: &Arc<Shared<H>>,
+    admitted: Admitted<H>,
     conn: &Arc<Conn>,
     id: Option<serde_json::Value>,
     req: RunRequest,
     received: Instant,
 ) -> Option<ToolResult> {
+    let shared = &Arc::clone(&admitted.0);
     let mut gone = conn.gone.subscribe();
     let mut draining = shared.draining.subscribe();
     let mut hard_stop = shared.hard_stop.subscribe();
@@ -509,7 +526,7 @@ async fn run_call<H: Handler>(
     // Waiting in the queue: a client that left or a daemon that stops means
     // the call never starts.
     let permit = tokio::select! {
-        p = shared.slots.acquire() => match p {
+        p = Arc::clone(&shared.slots).acquire_owned() => match p {
             Ok(p) => p,
             Err(_) => return Some(cancelled_before_start("the daemon stopped")),
         },
@@ -534,6 +551,7 @@ async fn run_call<H: Handler>(
         let mut r = handler.call(uid, req, &call_token);
         r.id = answer_id;
         answer_shared.stats.record(&r, received.elapsed());
+        drop((permit, admitted));
         respond(&answer_conn, r, "run_shell", received);
     });
     let joined = loop {
@@ -546,7 +564,6 @@ async fn run_call<H: Handler>(
             _ = until(&mut hard_stop), if !token.is_cancelled() => token.cancel(),
         }
     };
-    drop(permit);
     match joined {
         Ok(()) => None,
         Err(e) => {
