@@ -53,15 +53,33 @@ fn the_waiting_child() -> i32 {
     waiting[0]
 }
 
-/// One test at a time, each starting when the children of the one before
-/// are gone (a sandbox's thread lets its child go once the sandbox is).
+/// One test at a time, each starting when the sandbox threads of the one
+/// before and their children are gone. The children alone are not
+/// enough: a thread whose sandbox went while it was making a child
+/// finishes that child first, then lets it go and leaves.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    eventually("an earlier test's children are gone", || {
-        waiting_children(NOBODY).is_empty()
-    });
+    eventually(
+        "an earlier test's sandbox threads and children are gone",
+        || sandbox_threads() == 0 && waiting_children(NOBODY).is_empty(),
+    );
     guard
+}
+
+/// This process's threads that make children ahead ("agent-exec-ready",
+/// cut to the kernel's 15 characters).
+fn sandbox_threads() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("agent-exec-read"))
+        })
+        .count()
 }
 
 /// Waits until `cond` holds, up to 5 s.
@@ -204,6 +222,8 @@ fn a_run_that_ends_without_its_child_and_a_sandbox_that_goes_leave_no_process() 
     let r = root();
     let sb = sandbox(&r.path);
     let run = run_made_ahead(&sb, RootAccess::ReadWrite);
+    // (Named once it runs: by now it has made a child.)
+    assert_eq!(sandbox_threads(), 1, "the sandbox's thread is seen");
     let first = the_waiting_child();
     // Refused, say: the run ends without running anything.
     drop(run);
