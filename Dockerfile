@@ -16,8 +16,8 @@ COPY crates crates
 COPY src src
 COPY benches benches
 COPY examples examples
-RUN cargo build --release --locked --bin agent-exec \
- && strip target/release/agent-exec
+RUN cargo build --release --locked --bin agent-exec --bin agent-exec-client \
+ && strip target/release/agent-exec target/release/agent-exec-client
 
 # ---- runtime ---------------------------------------------------------------
 FROM debian:bookworm-slim
@@ -30,6 +30,7 @@ RUN apt-get update \
  && install -d -m 0755 /etc/agent-exec /run/agent-exec /workspace \
  && install -d -m 0700 /var/lib/agent-exec
 COPY --from=build /src/target/release/agent-exec /usr/local/bin/agent-exec
+COPY --from=build /src/target/release/agent-exec-client /usr/local/bin/agent-exec-client
 COPY policies /etc/agent-exec/policies
 COPY docs/man /usr/local/share/man/man1
 COPY completions/agent-exec.bash /usr/share/bash-completion/completions/agent-exec

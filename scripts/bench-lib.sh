@@ -13,6 +13,7 @@ cd "$BENCH_REPO"
 SMOKE="${SMOKE:-0}"
 OUT="$BENCH_REPO/target/bench"
 AE="$BENCH_REPO/target/release/agent-exec"
+AE_CLIENT="$BENCH_REPO/target/release/agent-exec-client"
 CLIENT="$BENCH_REPO/target/release/examples/bench_client"
 POLICY="${POLICY:-$BENCH_REPO/policies/code.toml}"
 TOOL="$BENCH_REPO/scripts/bench_tool.py"
@@ -94,8 +95,8 @@ ensure_nsjail() {
 }
 
 build_release() {
-  note "building the release binary"
-  cargo build --release --quiet --bin agent-exec "$@"
+  note "building the release binaries"
+  cargo build --release --quiet --bin agent-exec --bin agent-exec-client "$@"
 }
 
 # The same binary linked statically (static-pie; docs/deploy.md says what it

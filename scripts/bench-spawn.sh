@@ -87,6 +87,7 @@ args+=("agent-exec check (no run)" "$AE check --policy $POLICY --root $BENCH_ROO
   args+=("agent-exec CLI (static-pie build)" "$AE_STATIC --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
 [ -n "$DAEMON_PID" ] &&
   args+=("agent-exec CLI --daemon (thin client)" "$AEC --daemon $SOCKET -- $TRUE_ARG") &&
+  args+=("agent-exec-client --daemon (small thin client)" "$AE_CLIENT --policy $POLICY --root $BENCH_ROOT --daemon $SOCKET -- $TRUE_ARG") &&
   args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET --command $TRUE_ARG")
 [ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $TRUE_BIN")
 [ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- $TRUE_BIN")
@@ -99,7 +100,8 @@ run_group true bare "${args[@]}"
 note "lone calls: $LONE of each, ${LONE_IDLE}s of quiet before each"
 lone=("bare=$TRUE_BIN" "agent-exec CLI=$AEC -- $TRUE_ARG")
 [ -n "$AE_STATIC" ] && lone+=("agent-exec CLI (static-pie build)=$AE_STATIC --policy $POLICY --root $BENCH_ROOT -- $TRUE_ARG")
-[ -n "$DAEMON_PID" ] && lone+=("agent-exec CLI --daemon (thin client)=$AEC --daemon $SOCKET -- $TRUE_ARG")
+[ -n "$DAEMON_PID" ] && lone+=("agent-exec CLI --daemon (thin client)=$AEC --daemon $SOCKET -- $TRUE_ARG") &&
+  lone+=("agent-exec-client --daemon (small thin client)=$AE_CLIENT --policy $POLICY --root $BENCH_ROOT --daemon $SOCKET -- $TRUE_ARG")
 "$PY" "$TOOL" lone --runs "$LONE" --idle "$LONE_IDLE" --out "$OUT/spawn-lone.json" "${lone[@]}"
 
 args=(-- "bare" "$SYS_PY -c pass" "agent-exec CLI" "$AEC -- $SYS_PY -c pass")

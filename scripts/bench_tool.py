@@ -611,8 +611,12 @@ def report(bench_dir, crit_dir):
             speed = None
         add(f"bwrap --unshare-all / {label} (how much faster)", speed, ">= 2.5x", bool(speed and speed >= 2.5), "x")
 
-    thin = by.get("agent-exec CLI --daemon (thin client)")
-    add("thin-client CLI `true` / bare `true` (median ratio)", thin and thin["ratio"], "<= 2x", bool(thin and thin["ratio"] <= 2), "x")
+    for name, label in [
+        ("agent-exec CLI --daemon (thin client)", "thin-client CLI"),
+        ("agent-exec-client --daemon (small thin client)", "agent-exec-client"),
+    ]:
+        thin = by.get(name)
+        add(f"{label} `true` / bare `true` (median ratio)", thin and thin["ratio"], "<= 2x", bool(thin and thin["ratio"] <= 2), "x")
     alone = load_opt(os.path.join(bench_dir, "spawn-lone.json"))
     lone_by = {c["name"]: c for c in alone["commands"]} if alone else {}
     lone_cli = lone_by.get("agent-exec CLI")

@@ -61,6 +61,7 @@ pub use agent_exec_sandbox as sandbox;
 
 pub mod approvals;
 pub mod approve_cli;
+pub mod emit;
 pub mod eval;
 pub mod mcp;
 pub mod provenance;

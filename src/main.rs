@@ -1,6 +1,5 @@
 //! The `agent-exec` command line: a thin edge over the library's service.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -9,12 +8,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod cli;
 mod policy_cli;
 
+use agent_exec::emit::{Format, emit, fail};
 use agent_exec::sandbox::{NamespacesAhead, Supervisor, SupervisorOptions};
-use agent_exec::service::terminal::{visible, visible_lines};
+use agent_exec::service::terminal::visible;
 use agent_exec::trace::{self, ReplayMode};
 use agent_exec::{
     CancelToken, CommandSpec, ErrorType, Policy, RunRequest, Service, ServiceBuilder, ServiceError,
-    ToolResult, TtyApprover, Verdict,
+    TtyApprover, Verdict,
 };
 
 const AFTER_HELP: &str = "\
@@ -135,12 +135,6 @@ struct RunArgs {
 
 /// The environment variable naming a daemon socket for `--daemon`.
 const DAEMON_ENV: &str = "AGENT_EXEC_DAEMON";
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-enum Format {
-    Json,
-    Human,
-}
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum ApproveMode {
@@ -405,68 +399,6 @@ fn supervisor_options(command: &Command) -> SupervisorOptions {
             stdio: true,
             ..SupervisorOptions::none()
         },
-    }
-}
-
-/// Prints a result the way the user asked and returns the exit status.
-fn emit(result: &ToolResult, format: Format) -> i32 {
-    let mut out = std::io::stdout().lock();
-    match format {
-        Format::Json => {
-            let line = serde_json::to_string(result).unwrap_or_else(|e| {
-                format!(r#"{{"ok":false,"error_type":"INTERNAL_ERROR","message":"cannot serialize the result: {e}"}}"#)
-            });
-            let _ = writeln!(out, "{line}");
-        }
-        // A person reads this on a terminal: the command's escape
-        // sequences, bidi overrides and invisible characters are shown,
-        // not obeyed, so output cannot rewrite what is on the screen.
-        Format::Human => {
-            let _ = out.write_all(visible_lines(&result.stdout).as_bytes());
-            let _ = out.flush();
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(visible_lines(&result.stderr).as_bytes());
-            let _ = writeln!(err, "{}", visible(&summary_line(result)));
-        }
-    }
-    result.cli_exit_code()
-}
-
-fn summary_line(r: &ToolResult) -> String {
-    let mut s = String::from("agent-exec: ");
-    match r.error_type {
-        None => s.push_str(&format!("ok, exit 0, {} ms", r.duration_ms)),
-        Some(e) => {
-            let name = serde_json::to_value(e)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            s.push_str(&format!("{name}: {}", r.message));
-            if let Some(rule) = &r.matched_rule {
-                s.push_str(&format!(" [rule {rule}]"));
-            }
-            if let Some(sugg) = &r.suggestion {
-                s.push_str(&format!(" — {sugg}"));
-            }
-        }
-    }
-    if r.stdout_truncated || r.stderr_truncated {
-        s.push_str(&format!(
-            " (output truncated: {} + {} bytes)",
-            r.stdout_bytes, r.stderr_bytes
-        ));
-    }
-    s
-}
-
-fn fail(error_type: ErrorType, message: String, format: Format) -> i32 {
-    let r = ToolResult::refusal("none", error_type, message);
-    if format == Format::Human {
-        eprintln!("{}", visible(&summary_line(&r)));
-        r.cli_exit_code()
-    } else {
-        eprintln!("agent-exec: {}", r.message);
-        emit(&r, format)
     }
 }
 

@@ -21,8 +21,25 @@ struct Out {
     result: Value,
 }
 
-fn cli(fx: &Fixture, policy: &std::path::Path, extra: &[&str], command: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+const FULL: &str = env!("CARGO_BIN_EXE_agent-exec");
+const SMALL: &str = env!("CARGO_BIN_EXE_agent-exec-client");
+
+/// What one process printed and its exit status.
+#[derive(Debug)]
+struct Printed {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn printed(
+    bin: &str,
+    fx: &Fixture,
+    policy: &std::path::Path,
+    extra: &[&str],
+    command: &[&str],
+) -> Printed {
+    let out = Command::new(bin)
         .arg("--policy")
         .arg(policy)
         .arg("--root")
@@ -33,12 +50,29 @@ fn cli(fx: &Fixture, policy: &std::path::Path, extra: &[&str], command: &[&str])
         .env_remove("AGENT_EXEC_DAEMON")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    Out {
+    Printed {
         code: out.status.code().unwrap_or(-1),
-        result: serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("{e}: {stdout:?} {:?}", out.stderr)),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+fn cli_of(
+    bin: &str,
+    fx: &Fixture,
+    policy: &std::path::Path,
+    extra: &[&str],
+    command: &[&str],
+) -> Out {
+    let p = printed(bin, fx, policy, extra, command);
+    Out {
+        code: p.code,
+        result: serde_json::from_str(p.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {p:?}")),
+    }
+}
+
+fn cli(fx: &Fixture, policy: &std::path::Path, extra: &[&str], command: &[&str]) -> Out {
+    cli_of(FULL, fx, policy, extra, command)
 }
 
 fn scrubbed_here(r: &Value) -> bool {
@@ -180,4 +214,141 @@ fn the_trace_says_when_a_configured_daemon_was_not_used() {
     );
     let text = std::fs::read_to_string(&plain).unwrap();
     assert!(!text.contains("\"via\""), "{text}");
+}
+
+/// The cases the daemon serves, as both front ends are given them.
+const SERVED: [&[&str]; 5] = [
+    &["--", "echo", "hello"],
+    &["--shell", "echo one; echo two >&2; exit 3"],
+    &["--shell", "cat /etc/shadow"],
+    &["--shell", "rm -f x"],
+    &["--timeout-ms", "100", "--shell", "sleep 5"],
+];
+
+#[test]
+fn the_small_client_answers_as_agent_exec_does() {
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    let socket = fx.socket.to_str().unwrap();
+    for case in SERVED {
+        let full = cli_of(FULL, &fx, &fx.policy, &["--daemon", socket], case);
+        let small = cli_of(SMALL, &fx, &fx.policy, &["--daemon", socket], case);
+        if small.result["policy_decision"] == "allow" {
+            assert!(
+                !scrubbed_here(&small.result),
+                "the daemon served it: {:?}",
+                small.result
+            );
+        }
+        assert_eq!(small.code, full.code, "{case:?}");
+        assert_eq!(
+            comparable(&small.result),
+            comparable(&full.result),
+            "{case:?}"
+        );
+    }
+    // For a person too: the same bytes on both streams, and the same
+    // status (a refusal's summary carries no timing).
+    let human = ["--daemon", socket, "--format", "human"];
+    let denied = ["--shell", "cat /etc/shadow"];
+    let full = printed(FULL, &fx, &fx.policy, &human, &denied);
+    let small = printed(SMALL, &fx, &fx.policy, &human, &denied);
+    assert_eq!(full.code, 126, "{full:?}");
+    assert!(full.stderr.contains("PERMISSION_DENIED"), "{full:?}");
+    assert_eq!(
+        (small.code, &small.stdout, &small.stderr),
+        (full.code, &full.stdout, &full.stderr)
+    );
+}
+
+#[test]
+fn the_small_client_hands_everything_else_to_agent_exec() {
+    let fx = Fixture::new(&policy(""));
+    let echo = ["--", "echo", "hi"];
+    // No daemon: agent-exec runs it, and says nothing of a daemon.
+    let r = cli_of(SMALL, &fx, &fx.policy, &[], &echo);
+    assert_eq!(r.code, 0, "{:?}", r.result);
+    assert!(scrubbed_here(&r.result), "{:?}", r.result);
+    assert_eq!(r.result["stdout"], "hi\n");
+
+    // A daemon that does not answer: agent-exec tries it too, runs the
+    // call and its trace says why the daemon was not used.
+    let trace = fx.dir.path().join("t.jsonl");
+    let gone = fx.run_dir.join("gone.sock");
+    let r = cli_of(
+        SMALL,
+        &fx,
+        &fx.policy,
+        &[
+            "--daemon",
+            gone.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+        &echo,
+    );
+    assert_eq!(r.code, 0, "{:?}", r.result);
+    assert!(scrubbed_here(&r.result), "{:?}", r.result);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("\"via\":\"direct: "), "{text}");
+
+    // A daemon for another policy: not forwarded, run by agent-exec.
+    let other = Fixture::new(&policy("description = \"another\""));
+    let _d = other.start(&[]);
+    let socket = other.socket.to_str().unwrap();
+    let r = cli_of(SMALL, &fx, &fx.policy, &["--daemon", socket], &echo);
+    assert!(scrubbed_here(&r.result), "{:?}", r.result);
+    // Control: its own policy and root are forwarded.
+    let r = cli_of(SMALL, &other, &other.policy, &["--daemon", socket], &echo);
+    assert!(!scrubbed_here(&r.result), "{:?}", r.result);
+
+    // What only agent-exec reads: the same bytes and status from both.
+    let same = |args: &[&str]| {
+        let run = |bin: &str| {
+            let out = Command::new(bin)
+                .args(args)
+                .env_remove("AGENT_EXEC_DAEMON")
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (full, small) = (run(FULL), run(SMALL));
+        assert_eq!(small, full, "{args:?}");
+        full
+    };
+    let policy = fx.policy.to_str().unwrap();
+    let version = same(&["--version"]);
+    assert!(version.1.starts_with("agent-exec "), "{version:?}");
+    let usage = same(&["--policy", policy, "--shell", "ls", "--", "ls"]);
+    assert_eq!(usage.0, Some(125), "{usage:?}");
+    let check = same(&["check", "--policy", policy, "--shell", "cat /etc/shadow"]);
+    assert!(check.1.contains("\"deny\""), "{check:?}");
+}
+
+#[test]
+fn the_small_client_alone_refuses_and_runs_nothing() {
+    // Without agent-exec beside it, a call it cannot forward is refused:
+    // nothing runs.
+    let fx = Fixture::new(&policy(""));
+    let lonely = fx.dir.path().join("lonely");
+    std::fs::create_dir(&lonely).unwrap();
+    let copy = lonely.join("agent-exec-client");
+    std::fs::copy(SMALL, &copy).unwrap();
+    let witness = fx.root.join("witness");
+    let r = cli_of(
+        copy.to_str().unwrap(),
+        &fx,
+        &fx.policy,
+        &[],
+        &["--shell", "touch witness"],
+    );
+    assert_eq!(r.code, 125, "{:?}", r.result);
+    assert_eq!(r.result["error_type"], "INTERNAL_ERROR", "{:?}", r.result);
+    let message = r.result["message"].as_str().unwrap();
+    assert!(message.contains("agent-exec"), "{message}");
+    assert!(!witness.exists());
 }

@@ -56,7 +56,7 @@ pub use plan::shims::shim_dir;
 pub use sandbox::{RootAccess, RunSandbox, Sandbox};
 pub use spawn::SpawnError;
 pub use summary::Summary;
-pub use supervisor::{NamespacesAhead, Supervisor, SupervisorOptions, kill_runs_of};
+pub use supervisor::{NamespacesAhead, Supervisor, SupervisorOptions, guard_stdio, kill_runs_of};
 pub use violation::{Violation, ViolationKind, attribute_violation, classify_violation};
 
 /// Debug builds only: set in the environment, [`Sandbox::prepare`] acts as

@@ -430,6 +430,15 @@ pub(crate) fn subreaper_active() -> bool {
     SUBREAPER.load(Ordering::SeqCst)
 }
 
+/// Opens `/dev/null` on whichever of descriptors 0, 1 and 2 is closed, as
+/// [`SupervisorOptions::stdio`] does: for a process that runs nothing
+/// itself (a client of a daemon) and needs nothing else of
+/// [`Supervisor::init`], before it opens a socket that would otherwise
+/// become its stdout.
+pub fn guard_stdio() {
+    sys::ensure_stdio_open();
+}
+
 /// Kills every process left in the run cgroups of supervisor `pid` and
 /// removes them, waiting for each to empty; returns how many still had
 /// processes. For a helper process that outlives a supervisor which died

@@ -1,0 +1,309 @@
+//! `agent-exec-client`: the one-shot run form of `agent-exec` as a small
+//! process, for a host where a daemon serves the calls.
+//!
+//! A forwarded call pays two process starts: this one and the daemon's
+//! spawn of the command. `agent-exec` itself is a 9 MB binary whose start
+//! alone is two to three bare spawns (BENCHMARKS.md), most of it the
+//! loader's and the kernel's work on pages this path never uses. This
+//! binary links only the request, the result, the daemon client and the
+//! printing, so its start is close to a bare spawn's.
+//!
+//! It takes the run form's command line (`--policy FILE [--root DIR]
+//! [--daemon SOCKET] ... -- PROGRAM ARGS`, or `--shell STRING`). When the
+//! flags ask only for what a daemon does and a daemon serving the same
+//! policy file, root and version answers (`agent_exec::serve::client`),
+//! it prints that daemon's result exactly as `agent-exec` would and exits
+//! with the same status. Anything else, a flag it does not know included,
+//! goes to `agent-exec` next to it, with the same arguments and
+//! environment, by `execve`: that binary then parses, refuses, or runs the
+//! call itself (trying the daemon again and saying in its trace why it was
+//! not used). So the two commands answer every command line alike.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agent_exec::emit::{Format, emit, fail};
+use agent_exec::serve::client::{Target, forward};
+use agent_exec::{CommandSpec, ErrorType, RunRequest};
+
+/// The environment variable naming a daemon socket (as for `agent-exec`).
+const DAEMON_ENV: &str = "AGENT_EXEC_DAEMON";
+
+/// The binary a call is handed to: `agent-exec` in this binary's directory.
+const FULL_CLI: &str = "agent-exec";
+
+fn main() -> ExitCode {
+    // Before the socket is opened: with stdout closed it would be fd 1,
+    // and the result would be written into it.
+    agent_exec::sandbox::guard_stdio();
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let env_socket = std::env::var_os(DAEMON_ENV);
+    if let Some(call) = forwardable(&args, env_socket) {
+        let target = Target {
+            policy: &call.policy,
+            root: &call.root,
+        };
+        if let Ok(result) = forward(&call.socket, &target, &call.request) {
+            return exit(emit(&result, call.format));
+        }
+    }
+    exit(hand_over(&args))
+}
+
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Runs `agent-exec` in this process's place with the same arguments;
+/// returns only when it cannot be started.
+fn hand_over(args: &[OsString]) -> i32 {
+    let full = match std::env::current_exe() {
+        Ok(me) => me.with_file_name(FULL_CLI),
+        Err(e) => return cannot_start(&PathBuf::from(FULL_CLI), &e),
+    };
+    let e = std::process::Command::new(&full).args(args).exec();
+    cannot_start(&full, &e)
+}
+
+fn cannot_start(full: &std::path::Path, e: &std::io::Error) -> i32 {
+    fail(
+        ErrorType::InternalError,
+        format!(
+            "agent-exec-client cannot start {}: {e}; nothing ran. It runs a call the \
+             daemon does not take through agent-exec installed next to it.",
+            full.display()
+        ),
+        Format::Json,
+    )
+}
+
+/// A call this process can offer a daemon.
+#[derive(Debug)]
+struct Call {
+    socket: PathBuf,
+    policy: PathBuf,
+    root: PathBuf,
+    format: Format,
+    request: RunRequest,
+}
+
+/// The call `args` asks for, when they read unambiguously as the run form
+/// with only flags a daemon serves and a daemon socket is named; `None`
+/// for anything else, which `agent-exec` then reads. Only what its parser
+/// would read the same way is taken: a value after a separate flag that
+/// starts with `-`, a repeated flag, a number with anything but digits,
+/// a word before `--` that is no flag, are all left to it.
+fn forwardable(args: &[OsString], env_socket: Option<OsString>) -> Option<Call> {
+    let mut words = args.iter();
+    let mut flags: Vec<(&str, String)> = Vec::new();
+    let mut argv = Vec::new();
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        if word == "--" {
+            for w in words.by_ref() {
+                argv.push(w.to_str()?.to_string());
+            }
+            break;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_string())),
+            None => (word, None),
+        };
+        let name = FLAGS.iter().find(|f| **f == name)?;
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                let v = words.next()?.to_str()?;
+                if v.starts_with('-') {
+                    return None;
+                }
+                v.to_string()
+            }
+        };
+        if flags.iter().any(|(n, _)| n == name) {
+            return None;
+        }
+        flags.push((name, value));
+    }
+    let get = |name: &str| {
+        flags
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let number = |name: &str| -> Option<Option<u64>> {
+        match get(name) {
+            None => Some(None),
+            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                v.parse().ok().map(Some)
+            }
+            Some(_) => None,
+        }
+    };
+    let command = match (get("--shell"), argv.is_empty()) {
+        (Some(s), true) => CommandSpec::Shell(s),
+        (None, false) => CommandSpec::Argv(argv),
+        _ => return None,
+    };
+    let format = match get("--format").as_deref() {
+        None | Some("json") => Format::Json,
+        Some("human") => Format::Human,
+        Some(_) => return None,
+    };
+    if get("--approve").is_some_and(|a| a != "never") {
+        return None;
+    }
+    let socket = get("--daemon")
+        .map(OsString::from)
+        .or(env_socket)
+        .filter(|s| !s.is_empty())?;
+    let mut request = RunRequest::new(command);
+    request.cwd = get("--cwd");
+    request.timeout_ms = number("--timeout-ms")?;
+    request.output_chars = match number("--output-chars")? {
+        Some(n) => Some(usize::try_from(n).ok()?),
+        None => None,
+    };
+    request.stdin = get("--stdin");
+    request.session = get("--session");
+    Some(Call {
+        socket: PathBuf::from(socket),
+        policy: PathBuf::from(get("--policy")?),
+        root: PathBuf::from(get("--root").unwrap_or_else(|| ".".into())),
+        format,
+        request,
+    })
+}
+
+/// The run flags a daemon serves as the CLI would; each takes a value.
+const FLAGS: &[&str] = &[
+    "--policy",
+    "--root",
+    "--cwd",
+    "--shell",
+    "--timeout-ms",
+    "--output-chars",
+    "--stdin",
+    "--format",
+    "--approve",
+    "--session",
+    "--daemon",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(args: &[&str]) -> Option<Call> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        forwardable(&args, None)
+    }
+
+    #[test]
+    fn the_plain_run_form_is_forwarded() {
+        let c = call(&["--policy", "p.toml", "--daemon=/s", "--", "git", "status"]).unwrap();
+        assert_eq!(c.socket, PathBuf::from("/s"));
+        assert_eq!(c.policy, PathBuf::from("p.toml"));
+        assert_eq!(c.root, PathBuf::from("."));
+        assert_eq!(c.format, Format::Json);
+        assert_eq!(
+            c.request.command,
+            CommandSpec::Argv(vec!["git".into(), "status".into()])
+        );
+        let c = call(&[
+            "--policy=p",
+            "--root",
+            "/r",
+            "--daemon",
+            "/s",
+            "--cwd",
+            "src",
+            "--timeout-ms",
+            "500",
+            "--output-chars=10",
+            "--stdin",
+            "text",
+            "--session",
+            "s1",
+            "--format",
+            "human",
+            "--approve",
+            "never",
+            "--shell",
+            "ls | wc -l",
+        ])
+        .unwrap();
+        assert_eq!(c.request.command, CommandSpec::Shell("ls | wc -l".into()));
+        assert_eq!(c.request.cwd.as_deref(), Some("src"));
+        assert_eq!(c.request.timeout_ms, Some(500));
+        assert_eq!(c.request.output_chars, Some(10));
+        assert_eq!(c.request.stdin.as_deref(), Some("text"));
+        assert_eq!(c.request.session.as_deref(), Some("s1"));
+        assert_eq!(c.format, Format::Human);
+        assert_eq!(c.root, PathBuf::from("/r"));
+    }
+
+    #[test]
+    fn the_environment_names_the_daemon_unless_a_flag_does() {
+        let args: Vec<OsString> = ["--policy", "p", "--", "true"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert!(forwardable(&args, None).is_none());
+        assert!(forwardable(&args, Some("".into())).is_none());
+        let c = forwardable(&args, Some("/env".into())).unwrap();
+        assert_eq!(c.socket, PathBuf::from("/env"));
+    }
+
+    #[test]
+    fn anything_else_is_left_to_agent_exec() {
+        let d = ["--policy", "p", "--daemon", "/s"];
+        let with = |more: &[&str]| {
+            let mut a = d.to_vec();
+            a.extend_from_slice(more);
+            call(&a)
+        };
+        // Control: this much is forwarded.
+        assert!(with(&["--", "true"]).is_some());
+        for more in [
+            // Subcommands, help, the version, flags only this process has.
+            &["check", "--", "true"][..],
+            &["--help"],
+            &["-V", "--", "true"],
+            &["--trace", "t.jsonl", "--", "true"],
+            &["--state", "dir", "--", "true"],
+            &["--approve", "tty", "--", "true"],
+            &["--format", "JSON", "--", "true"],
+            // What the parser reads otherwise or refuses.
+            &["--shell", "-x"],
+            &["--shell", "ls", "--", "true"],
+            &[],
+            &["--"],
+            &["--timeout-ms", "+5", "--", "true"],
+            &["--timeout-ms=", "--", "true"],
+            &["--output-chars", "99999999999999999999999", "--", "true"],
+            &["--policy", "q", "--", "true"],
+            &["--cwd"],
+        ] {
+            assert!(with(more).is_none(), "{more:?}");
+        }
+        assert!(
+            call(&["--daemon", "/s", "--", "true"]).is_none(),
+            "no policy"
+        );
+    }
+
+    #[test]
+    fn words_that_are_not_text_are_left_to_agent_exec() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(vec![0xff]);
+        let mut args: Vec<OsString> = ["--policy", "p", "--daemon", "/s", "--", "echo"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.push(odd);
+        assert!(forwardable(&args, None).is_none());
+    }
+}
