@@ -109,7 +109,8 @@ build_static() {
   note "building the static-pie release binary ($host)"
   AE_STATIC=""
   if RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --quiet --bin agent-exec \
-    --target "$host" --target-dir "$BENCH_REPO/target/static" 2>"$OUT/static-build.err"; then
+    --bin agent-exec-client --target "$host" --target-dir "$BENCH_REPO/target/static" \
+    2>"$OUT/static-build.err"; then
     AE_STATIC="$BENCH_REPO/target/static/$host/release/agent-exec"
   else
     note "no static-pie build on this host: $(tail -n 1 "$OUT/static-build.err")"

@@ -88,6 +88,8 @@ args+=("agent-exec check (no run)" "$AE check --policy $POLICY --root $BENCH_ROO
 [ -n "$DAEMON_PID" ] &&
   args+=("agent-exec CLI --daemon (thin client)" "$AEC --daemon $SOCKET -- $TRUE_ARG") &&
   args+=("agent-exec-client --daemon (small thin client)" "$AE_CLIENT --policy $POLICY --root $BENCH_ROOT --daemon $SOCKET -- $TRUE_ARG") &&
+  { [ -z "$AE_STATIC" ] ||
+    args+=("agent-exec-client --daemon (static-pie build)" "${AE_STATIC}-client --policy $POLICY --root $BENCH_ROOT --daemon $SOCKET -- $TRUE_ARG"); } &&
   args+=("agent-exec daemon (client process per run)" "$CLIENT once --socket $SOCKET --command $TRUE_ARG")
 [ "$have_bwrap" = 1 ] && args+=("bwrap --unshare-all" "$BWRAP $TRUE_BIN")
 [ "$have_nsjail" = 1 ] && args+=("nsjail" "$NSJ -- $TRUE_BIN")

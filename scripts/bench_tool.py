@@ -614,6 +614,7 @@ def report(bench_dir, crit_dir):
     for name, label in [
         ("agent-exec CLI --daemon (thin client)", "thin-client CLI"),
         ("agent-exec-client --daemon (small thin client)", "agent-exec-client"),
+        ("agent-exec-client --daemon (static-pie build)", "static-pie agent-exec-client"),
     ]:
         thin = by.get(name)
         add(f"{label} `true` / bare `true` (median ratio)", thin and thin["ratio"], "<= 2x", bool(thin and thin["ratio"] <= 2), "x")
