@@ -352,3 +352,64 @@ fn the_small_client_alone_refuses_and_runs_nothing() {
     assert!(message.contains("agent-exec"), "{message}");
     assert!(!witness.exists());
 }
+
+/// A daemon that says it serves `fx`'s policy and root, takes one run
+/// request and hangs up without an answer (as one that dies mid-call).
+/// Returns the request it took.
+fn daemon_that_dies_mid_call(
+    fx: &Fixture,
+    socket: &std::path::Path,
+) -> std::thread::JoinHandle<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    let sha = hex::encode(Sha256::digest(std::fs::read(&fx.policy).unwrap()));
+    let root = fx.root.canonicalize().unwrap();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.contains("describe"), "{line}");
+        let served = serde_json::json!({
+            "policy": {"sha256": sha},
+            "root": root,
+            "version": env!("CARGO_PKG_VERSION"),
+            "replay": false,
+        });
+        let answer = agent_exec::ToolResult::description("d", &served);
+        let mut bytes = serde_json::to_vec(&answer).unwrap();
+        bytes.push(b'\n');
+        writer.write_all(&bytes).unwrap();
+        let mut run = String::new();
+        reader.read_line(&mut run).unwrap();
+        run
+    })
+}
+
+#[test]
+fn a_call_the_daemon_took_and_never_answered_is_not_run_again() {
+    for bin in [FULL, SMALL] {
+        let fx = Fixture::new(&policy(""));
+        let socket = fx.run_dir.join("dies.sock");
+        let daemon = daemon_that_dies_mid_call(&fx, &socket);
+        let r = cli_of(
+            bin,
+            &fx,
+            &fx.policy,
+            &["--daemon", socket.to_str().unwrap()],
+            &["--shell", "touch witness"],
+        );
+        let taken = daemon.join().unwrap();
+        assert!(taken.contains("touch witness"), "{taken}");
+        assert_eq!(r.code, 125, "{bin}: {:?}", r.result);
+        assert_eq!(r.result["error_type"], "INTERNAL_ERROR", "{:?}", r.result);
+        let message = r.result["message"].as_str().unwrap();
+        assert!(message.contains("not run again"), "{message}");
+        assert!(
+            !fx.root.join("witness").exists(),
+            "{bin}: the call was run a second time"
+        );
+    }
+}

@@ -8,7 +8,9 @@
 //! binary's, it does not replay, and the socket's peer is this user or
 //! root. Anything else (no socket, another policy, a daemon too busy to
 //! take the call) is a [`NotForwarded`] and the CLI runs the call itself;
-//! nothing has run then. Blocking std I/O: a one-shot call needs no
+//! nothing has run then. A call the daemon took and never answered (it
+//! died, the connection broke) is answered as lost (`INTERNAL_ERROR`) and
+//! not run again: it may have run. Blocking std I/O: a one-shot call needs no
 //! runtime.
 
 use std::io::{BufRead, BufReader, Write};
@@ -110,7 +112,15 @@ pub fn forward(
             "idempotency keys live in the CLI's --state",
         ));
     }
-    let result = conn.call(&request).map_err(unreachable)?;
+    // Once the whole request is out the daemon may run it: a call that
+    // then gets no answer is answered as lost, never run again here,
+    // since it may have run (a `git commit` or a migration, twice). A
+    // request cut short is no request (no prefix of a JSON object is one).
+    conn.send(&request).map_err(unreachable)?;
+    let result = match conn.receive() {
+        Ok(result) => result,
+        Err(e) => return Ok(lost(socket, &e)),
+    };
     if result.error_type == Some(ErrorType::Busy) {
         return Err(NotForwarded::Refused {
             path: socket.to_path_buf(),
@@ -118,6 +128,23 @@ pub fn forward(
         });
     }
     Ok(result)
+}
+
+/// The answer to a forwarded call whose result never came.
+fn lost(socket: &Path, e: &std::io::Error) -> ToolResult {
+    ToolResult::refusal(
+        "none",
+        ErrorType::InternalError,
+        format!(
+            "the daemon at {} took the call but sent no result ({e}); it may have run the \
+             command, so it was not run again here",
+            socket.display()
+        ),
+    )
+    .with_suggestion(
+        "Check whether the command took effect (the daemon's trace records the call) before \
+         sending it again.",
+    )
 }
 
 /// An argv as a shell string that lexes back to exactly the same words:
@@ -197,9 +224,17 @@ impl Conn {
 
     /// One request line out, one result line back.
     fn call(&mut self, request: &Value) -> std::io::Result<ToolResult> {
+        self.send(request)?;
+        self.receive()
+    }
+
+    fn send(&mut self, request: &Value) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(request)?;
         line.push(b'\n');
-        self.stream.write_all(&line)?;
+        self.stream.write_all(&line)
+    }
+
+    fn receive(&mut self) -> std::io::Result<ToolResult> {
         let mut answer = String::new();
         if self.reader.read_line(&mut answer)? == 0 {
             return Err(std::io::Error::new(
