@@ -316,3 +316,95 @@ fn a_read_only_run_gets_a_read_only_child() {
     let run = run_made_ahead(&sb, RootAccess::ReadOnly);
     drop(run);
 }
+
+/// How often the sandbox threads of this process gave up the CPU
+/// (`voluntary_ctxt_switches`): it grows each time one sleeps again.
+fn sandbox_thread_wakeups() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("agent-exec-read"))
+        })
+        .filter_map(|t| {
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Every child of this process, in any state.
+fn all_children() -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn a_child_that_cannot_be_made_ahead_leaves_each_run_to_spawn_its_own() {
+    let _serial = serial();
+    let r = root();
+    // Every child fails at its rlimits, a step it takes before it is
+    // ready: no descriptor limit this high can be set, even by root.
+    let mut cfg = config();
+    cfg.rlimit_nofile = 1 << 40;
+    let ahead = Sandbox::prepare(supervisor(), &cfg, &r.path).unwrap();
+    let plain = Sandbox::prepare(supervisor_spawning_each_run(), &cfg, &r.path).unwrap();
+    // The thread tries a few times, then leaves runs to spawn their own;
+    // meanwhile and after, no run finds a child made for it.
+    for _ in 0..40 {
+        let run = ahead.for_run().unwrap();
+        assert!(!run.has_child_made_ahead());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Every child that failed was reaped; the thread is still there, and
+    // tries no more: it sleeps through a quiet while without once being
+    // switched in (one that kept trying would wake every 50 ms).
+    eventually("the failed children are reaped", || {
+        all_children().is_empty()
+    });
+    assert_eq!(sandbox_threads(), 1);
+    // (First until the wake-ups of the runs dropped above are over.)
+    let mut before = sandbox_thread_wakeups();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(30));
+        let now = sandbox_thread_wakeups();
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sandbox_thread_wakeups(), before, "the thread kept trying");
+    assert!(all_children().is_empty(), "{:?}", all_children());
+    // A run's own spawn fails as in a sandbox that never makes children
+    // ahead, and says at which step.
+    let fail = |run: agent_exec_sandbox::RunSandbox| match try_exec(spec(
+        &Arc::new(run),
+        &r.path,
+        &["/bin/true"],
+    )) {
+        Err(SpawnError::Setup { step, source }) => format!("setup {step} {source}"),
+        Err(e) => format!("{e}"),
+        Ok(o) => panic!("it ran: {o:?}"),
+    };
+    let got = fail(ahead.for_run().unwrap());
+    assert_eq!(got, fail(plain.for_run().unwrap()));
+    assert!(got.contains("rlimit"), "{got}");
+}
