@@ -68,18 +68,22 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// This process's threads that make children ahead ("agent-exec-ready",
-/// cut to the kernel's 15 characters).
-fn sandbox_threads() -> usize {
+/// cut to the kernel's 15 characters), as their `/proc/self/task` entries.
+fn sandbox_thread_dirs() -> Vec<std::path::PathBuf> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return Vec::new();
     };
     tasks
         .flatten()
+        .map(|t| t.path())
         .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.starts_with("agent-exec-read"))
+            std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.starts_with("agent-exec-read"))
         })
-        .count()
+        .collect()
+}
+
+fn sandbox_threads() -> usize {
+    sandbox_thread_dirs().len()
 }
 
 /// Waits until `cond` holds, up to 5 s.
@@ -320,17 +324,10 @@ fn a_read_only_run_gets_a_read_only_child() {
 /// How often the sandbox threads of this process gave up the CPU
 /// (`voluntary_ctxt_switches`): it grows each time one sleeps again.
 fn sandbox_thread_wakeups() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.starts_with("agent-exec-read"))
-        })
+    sandbox_thread_dirs()
+        .iter()
         .filter_map(|t| {
-            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let status = std::fs::read_to_string(t.join("status")).ok()?;
             status
                 .lines()
                 .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
