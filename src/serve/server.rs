@@ -79,6 +79,16 @@ impl<H: Handler> Shared<H> {
             self.idle.notify_waiters();
         }
     }
+
+    async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.admitted.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// One admitted call, counted until it is dropped. A call lets go of it
@@ -92,18 +102,6 @@ struct Admitted<H: Handler>(Arc<Shared<H>>);
 impl<H: Handler> Drop for Admitted<H> {
     fn drop(&mut self) {
         self.0.release();
-    }
-}
-
-impl<H: Handler> Shared<H> {
-    async fn wait_idle(&self) {
-        loop {
-            let notified = self.idle.notified();
-            if self.admitted.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
     }
 }
 
@@ -545,12 +543,11 @@ async fn run_call<H: Handler>(
     // forked by the sandbox's own thread, which stays as long as the runs
     // it forked.)
     let uid = conn.uid;
-    let (answer_shared, answer_conn, answer_id) =
-        (Arc::clone(shared), Arc::clone(conn), id.clone());
+    let (answer_conn, answer_id) = (Arc::clone(conn), id.clone());
     let mut job = tokio::task::spawn_blocking(move || {
         let mut r = handler.call(uid, req, &call_token);
         r.id = answer_id;
-        answer_shared.stats.record(&r, received.elapsed());
+        admitted.0.stats.record(&r, received.elapsed());
         drop((permit, admitted));
         respond(&answer_conn, r, "run_shell", received);
     });

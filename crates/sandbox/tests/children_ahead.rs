@@ -273,6 +273,21 @@ fn a_child_killed_while_it_waits_costs_its_run_nothing() {
     assert!(!std::path::Path::new(&format!("/proc/{waiting}")).exists());
 }
 
+/// How `argv` in `cwd` fails in `run`, as text to compare across runs
+/// (it must not run).
+fn failure(
+    run: Arc<agent_exec_sandbox::RunSandbox>,
+    argv: &[&str],
+    cwd: &std::path::Path,
+) -> String {
+    match try_exec(spec(&run, cwd, argv)) {
+        Err(SpawnError::Setup { step, source }) => format!("setup {step} {source}"),
+        Err(SpawnError::NotFound(p)) => format!("not found {p}"),
+        Err(e) => format!("{e}"),
+        Ok(o) => panic!("it ran: {o:?}"),
+    }
+}
+
 #[test]
 fn a_child_made_ahead_fails_as_a_spawned_one_does() {
     let _serial = serial();
@@ -280,20 +295,12 @@ fn a_child_made_ahead_fails_as_a_spawned_one_does() {
     let ahead = sandbox(&r.path);
     let plain = Sandbox::prepare(supervisor_spawning_each_run(), &config(), &r.path).unwrap();
     let missing = r.path.join("gone");
-    let fail = |run: Arc<agent_exec_sandbox::RunSandbox>, argv: &[&str], cwd: &std::path::Path| {
-        match try_exec(spec(&run, cwd, argv)) {
-            Err(SpawnError::Setup { step, source }) => format!("setup {step} {source}"),
-            Err(SpawnError::NotFound(p)) => format!("not found {p}"),
-            Err(e) => format!("{e}"),
-            Ok(o) => panic!("it ran: {o:?}"),
-        }
-    };
     for (argv, cwd) in [
         (["/bin/true"], missing.as_path()),
         (["/bin/no-such-program"], r.path.as_path()),
     ] {
-        let got = fail(run_made_ahead(&ahead, RootAccess::ReadWrite), &argv, cwd);
-        let want = fail(Arc::new(plain.for_run().unwrap()), &argv, cwd);
+        let got = failure(run_made_ahead(&ahead, RootAccess::ReadWrite), &argv, cwd);
+        let want = failure(Arc::new(plain.for_run().unwrap()), &argv, cwd);
         assert_eq!(got, want);
     }
     // Nothing of either is left waiting but the next child made ahead.
@@ -392,15 +399,7 @@ fn a_child_that_cannot_be_made_ahead_leaves_each_run_to_spawn_its_own() {
     assert!(all_children().is_empty(), "{:?}", all_children());
     // A run's own spawn fails as in a sandbox that never makes children
     // ahead, and says at which step.
-    let fail = |run: agent_exec_sandbox::RunSandbox| match try_exec(spec(
-        &Arc::new(run),
-        &r.path,
-        &["/bin/true"],
-    )) {
-        Err(SpawnError::Setup { step, source }) => format!("setup {step} {source}"),
-        Err(e) => format!("{e}"),
-        Ok(o) => panic!("it ran: {o:?}"),
-    };
+    let fail = |run| failure(Arc::new(run), &["/bin/true"], &r.path);
     let got = fail(ahead.for_run().unwrap());
     assert_eq!(got, fail(plain.for_run().unwrap()));
     assert!(got.contains("rlimit"), "{got}");
