@@ -585,17 +585,7 @@ impl Drop for CancelOnDrop {
 }
 
 fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
-    tracing::info!(
-        conn = conn.id,
-        call_id = %r.call_id,
-        tool,
-        decision = ?r.policy_decision,
-        error_type = ?r.error_type,
-        exit_code = ?r.exit_code,
-        duplicate = r.duplicate,
-        duration_ms = received.elapsed().as_millis() as u64,
-        "request"
-    );
+    let duration_ms = received.elapsed().as_millis() as u64;
     let mut line = match serde_json::to_vec(&r) {
         Ok(l) => l,
         Err(e) => {
@@ -610,6 +600,19 @@ fn respond(conn: &Conn, r: ToolResult, tool: &str, received: Instant) {
     };
     line.push(b'\n');
     conn.out.send(line);
+    // The log line after the answer: formatting it is off the client's
+    // wait (BENCHMARKS.md, the daemon's per-run cost).
+    tracing::info!(
+        conn = conn.id,
+        call_id = %r.call_id,
+        tool,
+        decision = ?r.policy_decision,
+        error_type = ?r.error_type,
+        exit_code = ?r.exit_code,
+        duplicate = r.duplicate,
+        duration_ms,
+        "request"
+    );
 }
 
 enum Line {

@@ -59,7 +59,7 @@ impl Walk<'_> {
     pub(crate) fn runs_from_root(&self, prog: &str, cwd: &Cwd) -> bool {
         let root = self.ctx.root;
         self.bases(cwd).all(|base| {
-            crate::resolve::resolve_path(base, Path::new(prog))
+            self.resolve(base, Path::new(prog))
                 .is_some_and(|p| p.starts_with(root) && p != root)
         })
     }

@@ -446,7 +446,7 @@ impl Walk<'_> {
         let root = self.ctx.root;
         let mut escape: Option<(PathBuf, &'static str)> = None;
         for base in self.bases(cwd) {
-            let Some(resolved) = resolve_path(base, Path::new(v)) else {
+            let Some(resolved) = self.resolve(base, Path::new(v)) else {
                 escape = Some((PathBuf::from(v), "a symlink loop"));
                 break;
             };

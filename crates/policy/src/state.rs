@@ -70,6 +70,10 @@ pub(crate) struct Walk<'p> {
     pub(crate) paths: Option<Vec<crate::PathArgument>>,
     /// Functions defined so far in the request, by name.
     pub(crate) functions: Vec<String>,
+    /// Paths resolved so far, by base and path: a program path is resolved
+    /// both as an operand and to see whether it runs from the root, and each
+    /// resolution is a `lstat` per component.
+    resolved: std::cell::RefCell<Vec<(PathBuf, PathBuf, Option<PathBuf>)>>,
 }
 
 /// Expansions whose result is only known at run time (globs and braces
@@ -111,6 +115,7 @@ impl<'p> Walk<'p> {
             commands_seen: 0,
             paths: None,
             functions: Vec::new(),
+            resolved: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -242,6 +247,22 @@ impl<'p> Walk<'p> {
     }
 
     /// Every directory a relative path may be resolved against.
+    /// [`resolve_path`](crate::resolve::resolve_path), asked of the
+    /// filesystem once per decision for each base and path.
+    pub(crate) fn resolve(&self, base: &Path, p: &Path) -> Option<PathBuf> {
+        let mut memo = self.resolved.borrow_mut();
+        if let Some((_, _, r)) = memo.iter().find(|(b, q, _)| b == base && q == p) {
+            return r.clone();
+        }
+        let r = crate::resolve::resolve_path(base, p);
+        // A long script's operands are mostly distinct: the list stays
+        // short rather than growing with every word.
+        if memo.len() < 16 {
+            memo.push((base.to_path_buf(), p.to_path_buf(), r.clone()));
+        }
+        r
+    }
+
     pub(crate) fn bases<'c>(&'c self, cwd: &'c Cwd) -> impl Iterator<Item = &'c Path> + 'c {
         let start = self.ctx.cwd;
         let (first, rest): (&Path, &[PathBuf]) = if cwd.uncertain {

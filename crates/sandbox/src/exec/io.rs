@@ -5,7 +5,6 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::unistd::{read, write};
 
 use crate::capture::Capture;
@@ -13,15 +12,6 @@ use crate::spawn::sys::PollSlots;
 
 pub(super) fn errno_is(e: &std::io::Error, code: i32) -> bool {
     e.raw_os_error() == Some(code)
-}
-
-pub(super) fn set_nonblocking(fd: BorrowedFd<'_>) -> std::io::Result<()> {
-    let flags = fcntl(fd, FcntlArg::F_GETFL)?;
-    fcntl(
-        fd,
-        FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK),
-    )?;
-    Ok(())
 }
 
 /// Waits until `fd` is readable or `timeout` passes.

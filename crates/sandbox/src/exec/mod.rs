@@ -67,16 +67,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{FcntlArg, fcntl};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::signal::Signal;
 
 use crate::capture::{Capture, Captured};
 use crate::sandbox::RunSandbox;
+use crate::spawn::PIPE_SIZE;
 use crate::spawn::sys::{ChildExit as Status, PollSlots, pidfd_open, waitid_pidfd};
 use crate::spawn::{self, Command, GoError, SpawnError};
 use crate::supervisor::{forget_main, spawn_main};
-use io::{Input, Stream, errno_is, set_nonblocking};
+use io::{Input, Stream, errno_is};
 use kill::{MainChild, kill_everything};
 
 /// Environment variable marking every process of one run (fallback
@@ -88,8 +88,6 @@ const READ_CHUNK: usize = 128 * 1024;
 /// Reads per stream per wake-up, so one flooding stream cannot starve the
 /// other or delay the deadline check.
 const READS_PER_WAKE: usize = 16;
-/// Pipe capacity requested for stdout/stderr: fewer wake-ups per megabyte.
-const PIPE_SIZE: libc::c_int = 256 * 1024;
 /// Poll cap when the cancel token has no eventfd to wake us.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
@@ -305,7 +303,10 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
         main.namespaces.extend(sb.take_prepared());
     }
     // Our child, not yet reaped: the pid still names it.
-    main.pidfd = Some(pidfd_open(main.pid).map_err(ExecError::Io)?);
+    main.pidfd = Some(match spawned.pidfd {
+        Some(fd) => fd,
+        None => pidfd_open(main.pid).map_err(ExecError::Io)?,
+    });
 
     let out = Stream {
         fd: Some(spawned.stdout),
@@ -315,21 +316,12 @@ fn run_job(mut job: Job, cancel: &CancelToken) -> Result<ExecOutcome, ExecError>
         fd: Some(spawned.stderr),
         cap: Capture::new(job.output_chars),
     };
-    for s in [&out, &err] {
-        if let Some(fd) = &s.fd {
-            set_nonblocking(fd.as_fd())?;
-            // Failure only costs throughput.
-            let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
-        }
-    }
+    // The pipes came nonblocking from the spawn.
     let mut input = Input {
         fd: spawned.stdin,
         data: job.stdin.take().unwrap_or_default(),
         off: 0,
     };
-    if let Some(fd) = &input.fd {
-        set_nonblocking(fd.as_fd())?;
-    }
     input.write_some()?;
 
     let mut flight = Flight {

@@ -14,6 +14,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::kept::KeptFile;
+
 use nix::fcntl::{Flock, FlockArg, OFlag, open};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
@@ -186,6 +188,8 @@ pub(crate) struct RunCgroup {
     /// Its `cgroup.procs`, for kernels or seccomp profiles without clone3.
     pub v2_procs: Option<OwnedFd>,
     v2: Option<PathBuf>,
+    /// The v2 cgroup's `cgroup.events`, read at the end of every run.
+    v2_events: Option<KeptFile>,
     freezer: Option<PathBuf>,
     /// Limits actually written, for the summary.
     pub applied: Vec<String>,
@@ -207,7 +211,7 @@ pub(crate) struct MemoryCap {
     pub max_bytes: u64,
     /// `memory.events` (v2) or `memory.oom_control` (v1): both have an
     /// `oom_kill N` line, the kills the cap caused in this cgroup's life.
-    events: PathBuf,
+    events: KeptFile,
     /// The count already reported: a pooled cgroup keeps counting across
     /// runs, so a run's kills are the difference.
     seen: AtomicU64,
@@ -220,7 +224,7 @@ impl MemoryCap {
     fn new(max_bytes: u64, events: PathBuf) -> MemoryCap {
         MemoryCap {
             max_bytes,
-            events,
+            events: KeptFile::new(events),
             seen: AtomicU64::new(0),
             taken: std::sync::atomic::AtomicBool::new(false),
         }
@@ -232,7 +236,7 @@ impl MemoryCap {
     /// ended without naming the cap.
     pub(crate) fn take_oom_kills(&self) -> u64 {
         self.taken.store(true, Ordering::Relaxed);
-        let Some(now) = fs::read_to_string(&self.events).ok().and_then(|t| {
+        let Some(now) = self.events.read().and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("oom_kill "))
                 .and_then(|n| n.trim().parse::<u64>().ok())
@@ -289,6 +293,7 @@ impl RunCgroup {
             v2_dir: None,
             v2_procs: None,
             v2: None,
+            v2_events: None,
             freezer: None,
             applied: Vec::new(),
             killed: std::sync::atomic::AtomicBool::new(false),
@@ -348,6 +353,7 @@ impl RunCgroup {
             if dir.join("cgroup.kill").exists() {
                 cg.applied.push("cgroup_kill".to_string());
             }
+            cg.v2_events = Some(KeptFile::new(dir.join("cgroup.events")));
             cg.v2 = Some(dir);
         }
         if pids_max > 0
@@ -455,9 +461,7 @@ impl RunCgroup {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        if let Some(v2) = &self.v2
-            && let Ok(events) = fs::read_to_string(v2.join("cgroup.events"))
-        {
+        if let Some(events) = self.v2_events.as_ref().and_then(KeptFile::read) {
             return events.lines().any(|l| l.trim() == "populated 0");
         }
         self.dirs

@@ -6,6 +6,7 @@
 
 pub(crate) mod cgroup;
 pub(crate) mod identity;
+pub(crate) mod kept;
 pub(crate) mod landlock;
 pub(crate) mod mounts;
 pub(crate) mod privs;

@@ -35,6 +35,7 @@ use super::child::{ChildPlan, GoSlot, READY};
 use super::clone::{self, ChildStack};
 use super::{
     Command, Confinement, SpawnError, Spawned, child_error, hold_namespaces, pipe, pointers,
+    ready_parent_ends,
 };
 
 /// Why a child made ahead did not run its command.
@@ -57,6 +58,8 @@ pub(crate) struct Readied {
     stdout: OwnedFd,
     stderr: OwnedFd,
     namespaces: Vec<OwnedFd>,
+    /// Opened while the child waits, so its run does not.
+    pidfd: Option<OwnedFd>,
     /// Descriptor numbers in the child's table.
     child_stdin: libc::c_int,
     child_null: libc::c_int,
@@ -149,6 +152,7 @@ pub(crate) fn spawn_ahead(
     let (err_r, err_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
+    ready_parent_ends(Some(&stdin_w), &out_r, &err_r)?;
 
     // Their numbers in the child's table, which is a copy of ours at clone.
     let numbers = [
@@ -234,12 +238,15 @@ pub(crate) fn spawn_ahead(
         } else {
             Vec::new()
         };
+        // Our unreaped child: the pid still names it.
+        let pidfd = super::sys::pidfd_open(pid).ok();
         return Ok(Readied {
             child,
             stdin_w,
             stdout: out_r,
             stderr: err_r,
             namespaces,
+            pidfd,
             child_stdin: numbers[0],
             child_null: numbers[1],
             child_stdout: numbers[2],
@@ -276,6 +283,7 @@ impl Readied {
             stdout,
             stderr,
             namespaces,
+            pidfd,
             child_stdin,
             child_null,
             child_stdout,
@@ -332,6 +340,7 @@ impl Readied {
                 stdout,
                 stderr,
                 namespaces,
+                pidfd,
             });
         }
         child.reap();

@@ -177,6 +177,9 @@ pub(crate) struct Spawned {
     /// [`sys::release_later`]). Empty without namespaces, or when the
     /// child was gone before they could be opened.
     pub namespaces: Vec<OwnedFd>,
+    /// A pidfd for the child, when one was opened before its run (a child
+    /// made ahead); else the run opens it.
+    pub pidfd: Option<OwnedFd>,
 }
 
 /// Why a child could not be started. Nothing of the program ran.
@@ -206,6 +209,27 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both fds were just created and are owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// How much each output pipe of a run holds (the kernel's default is
+/// 64 KiB): fewer wake-ups of the reader for a command that writes a lot.
+pub(crate) const PIPE_SIZE: libc::c_int = 256 * 1024;
+
+/// The supervisor's ends of a run's stdio pipes, made as the run reads and
+/// writes them: nonblocking, the output pipes enlarged. A child made ahead
+/// has this done before its run comes, off the run's path.
+fn ready_parent_ends(stdin: Option<&OwnedFd>, out: &OwnedFd, err: &OwnedFd) -> std::io::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    for fd in stdin.into_iter().chain([out, err]) {
+        // A pipe just made has no status flag but its access mode, which
+        // `F_SETFL` leaves alone: no `F_GETFL` first.
+        fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    }
+    for fd in [out, err] {
+        // Failure only costs throughput.
+        let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+    }
+    Ok(())
 }
 
 /// The null-terminated pointer array `execve` takes.
@@ -239,6 +263,7 @@ pub(crate) fn spawn(cmd: &Command<'_>) -> Result<Spawned, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
+    ready_parent_ends(stdin_parent.as_ref(), &out_r, &err_r)?;
 
     let confinement = cmd.confinement.as_ref();
     let mut plan = ChildPlan {
@@ -289,6 +314,7 @@ pub(crate) fn spawn(cmd: &Command<'_>) -> Result<Spawned, SpawnError> {
             stdout: out_r,
             stderr: err_r,
             namespaces,
+            pidfd: None,
         });
     }
     // The child failed before exec and has exited: reap it here, since the
