@@ -246,7 +246,6 @@ impl<'p> Walk<'p> {
         );
     }
 
-    /// Every directory a relative path may be resolved against.
     /// [`resolve_path`](crate::resolve::resolve_path), asked of the
     /// filesystem once per decision for each base and path.
     pub(crate) fn resolve(&self, base: &Path, p: &Path) -> Option<PathBuf> {
@@ -263,6 +262,7 @@ impl<'p> Walk<'p> {
         r
     }
 
+    /// Every directory a relative path may be resolved against.
     pub(crate) fn bases<'c>(&'c self, cwd: &'c Cwd) -> impl Iterator<Item = &'c Path> + 'c {
         let start = self.ctx.cwd;
         let (first, rest): (&Path, &[PathBuf]) = if cwd.uncertain {

@@ -1,6 +1,6 @@
-//! A small kernel file read again and again (a cgroup's `cgroup.events`,
-//! its OOM count): kept open and read from offset 0, where the kernel
-//! writes it anew for every read.
+//! Small kernel files read at the end of every run (a cgroup's
+//! `cgroup.events`, its OOM count, the process's children list): kept
+//! open and read from offset 0, where the kernel writes them anew.
 
 use std::fs;
 use std::os::unix::fs::FileExt;
