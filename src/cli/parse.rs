@@ -2,10 +2,11 @@
 //!
 //! Building the full parser builds every subcommand's arguments first, a
 //! third of a millisecond of a one-shot call that only runs a command
-//! (BENCHMARKS.md). The run form is parsed by a parser of its flags
-//! alone, and only when nothing before `--` could name a subcommand or
-//! ask for help or the version; everything else, and every error, goes
-//! through the full parser, so what a user sees is the same.
+//! (BENCHMARKS.md). An agent's call (the run form with its common flags)
+//! is read without clap at all; the rest of the run form by a parser of
+//! its flags alone, and only when nothing before `--` could name a
+//! subcommand or ask for help or the version; everything else, and every
+//! error, goes through the full parser, so what a user sees is the same.
 
 use clap::Parser;
 
@@ -44,6 +45,9 @@ struct RunOnly {
 /// the full one would; else the full parser's answer.
 pub(crate) fn parse() -> Result<Cli, clap::Error> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(run) = common_run(&args) {
+        return Ok(Cli { command: None, run });
+    }
     if plainly_a_run(&args)
         && let Ok(only) = RunOnly::try_parse_from(&args)
     {
@@ -53,6 +57,117 @@ pub(crate) fn parse() -> Result<Cli, clap::Error> {
         });
     }
     Cli::try_parse_from(args)
+}
+
+/// The flags an agent's call uses, each with a value; every other flag,
+/// help and subcommands go to clap.
+const COMMON: &[&str] = &[
+    "--policy",
+    "--root",
+    "--cwd",
+    "--shell",
+    "--timeout-ms",
+    "--output-chars",
+    "--stdin",
+    "--format",
+    "--approve",
+    "--session",
+    "--daemon",
+    "--trace",
+    "--state",
+    "--session-file",
+];
+
+/// The run form with only [`COMMON`] flags, read without clap: building
+/// even the run form's parser is about a tenth of a millisecond before
+/// anything else of a call can start (BENCHMARKS.md). `None` for anything
+/// clap might read differently (and for every error, which clap words):
+/// a flag outside the list or given twice, a separate value that starts
+/// with `-`, an empty value, a number with anything but digits, a word
+/// before `--`, text that is not UTF-8, `--shell` beside a program.
+fn common_run(args: &[std::ffi::OsString]) -> Option<RunArgs> {
+    use super::super::{ApproveMode, ReplayModeArg, Target};
+    use agent_exec::emit::Format;
+    use std::path::PathBuf;
+
+    let mut words = args.iter().skip(1);
+    let mut flags: Vec<(&str, String)> = Vec::new();
+    let mut argv = Vec::new();
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        if word == "--" {
+            for w in words.by_ref() {
+                argv.push(w.to_str()?.to_string());
+            }
+            break;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_string())),
+            None => (word, None),
+        };
+        let name = *COMMON.iter().find(|f| **f == name)?;
+        let value = match inline {
+            Some(v) => v,
+            None => words.next()?.to_str()?.to_string(),
+        };
+        if value.is_empty() || value.starts_with('-') || flags.iter().any(|(n, _)| *n == name) {
+            return None;
+        }
+        flags.push((name, value));
+    }
+    let take = |name: &str| {
+        flags
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let number = |name: &str| -> Option<Option<u64>> {
+        match take(name) {
+            None => Some(None),
+            Some(v) if v.bytes().all(|b| b.is_ascii_digit()) => v.parse().ok().map(Some),
+            Some(_) => None,
+        }
+    };
+    let shell = take("--shell");
+    if shell.is_some() && !argv.is_empty() {
+        return None;
+    }
+    Some(RunArgs {
+        target: Target {
+            policy: take("--policy").map(PathBuf::from),
+            root: take("--root").map(PathBuf::from),
+            cwd: take("--cwd"),
+            shell,
+            argv,
+        },
+        timeout_ms: number("--timeout-ms")?,
+        output_chars: match number("--output-chars")? {
+            Some(n) => Some(usize::try_from(n).ok()?),
+            None => None,
+        },
+        stdin: take("--stdin"),
+        format: match take("--format").as_deref() {
+            None | Some("json") => Format::Json,
+            Some("human") => Format::Human,
+            Some(_) => return None,
+        },
+        approve: match take("--approve").as_deref() {
+            None | Some("never") => ApproveMode::Never,
+            Some("tty") => ApproveMode::Tty,
+            Some(_) => return None,
+        },
+        trace: take("--trace").map(PathBuf::from),
+        record: None,
+        replay: None,
+        replay_mode: ReplayModeArg::Strict,
+        allow_live_writes: false,
+        state: take("--state").map(PathBuf::from),
+        idempotency_key: None,
+        session: take("--session"),
+        approval_id: None,
+        session_file: take("--session-file").map(PathBuf::from),
+        daemon: take("--daemon").map(PathBuf::from),
+    })
 }
 
 /// No word before `--` that the full parser could take for a subcommand,
@@ -178,6 +293,73 @@ mod tests {
             let full = Cli::try_parse_from(&args).unwrap();
             assert!(full.command.is_none());
             assert_eq!(format!("{fast:?}"), format!("{:?}", full.run), "{line:?}");
+            if let Some(common) = common_run(&args) {
+                assert_eq!(format!("{common:?}"), format!("{:?}", full.run), "{line:?}");
+            }
+        }
+        // An agent's calls take the path without clap.
+        for line in [&lines[0], &lines[1], &lines[2]] {
+            assert!(common_run(&os(line)).is_some(), "{line:?}");
+        }
+    }
+
+    /// A value for `flag`: mostly one clap takes, sometimes one it may not.
+    fn value_for(flag: &str, odd: bool, k: usize) -> &'static str {
+        const ODD: &[&str] = &["-x", "", "+5", "18446744073709551616", "JSON", "a=b"];
+        if odd {
+            return ODD[k % ODD.len()];
+        }
+        let good: &[&'static str] = match flag {
+            "--timeout-ms" | "--output-chars" => &["5", "007", "0", "120000"],
+            "--format" => &["json", "human"],
+            "--approve" => &["never", "tty"],
+            _ => &["p.toml", "/r/x", "ls -l | wc", "check", "a=b", "sub dir"],
+        };
+        good[k % good.len()]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Whatever the parser without clap reads, clap reads the same:
+        /// its flags and others, separate or inline values, values clap
+        /// may refuse or read otherwise, words before and after `--`.
+        #[test]
+        fn the_common_form_is_read_as_clap_reads_it(
+            names in proptest::sample::subsequence(
+                [COMMON, &["--record", "--idempotency-key", "--nonsense"][..]].concat(),
+                0..7,
+            ),
+            picks in proptest::collection::vec((0usize..100, 0usize..12, proptest::bool::ANY), 7),
+            stray in proptest::option::weighted(0.1, 0usize..3),
+            tail in proptest::collection::vec(0usize..5, 0..4),
+        ) {
+            const WORDS: &[&str] = &["true", "--", "-v", "check", "a b"];
+            let mut line: Vec<String> = Vec::new();
+            for (name, (chance, k, inline)) in names.iter().zip(picks) {
+                let value = value_for(name, chance >= 85, k);
+                if inline {
+                    line.push(format!("{name}={value}"));
+                } else {
+                    line.push(name.to_string());
+                    line.push(value.to_string());
+                }
+            }
+            if let Some(k) = stray {
+                line.push(["stray", "-V", "help"][k].to_string());
+            }
+            if !tail.is_empty() {
+                line.push("--".to_string());
+                line.extend(tail.iter().map(|&w| WORDS[w].to_string()));
+            }
+            let refs: Vec<&str> = line.iter().map(String::as_str).collect();
+            let args = os(&refs);
+            if let Some(common) = common_run(&args) {
+                let full = Cli::try_parse_from(&args);
+                proptest::prop_assert!(full.is_ok(), "{:?}: clap refuses it", line);
+                let full = full.unwrap();
+                proptest::prop_assert!(full.command.is_none());
+                proptest::prop_assert_eq!(format!("{common:?}"), format!("{:?}", full.run), "{:?}", line);
+            }
         }
     }
 
