@@ -374,6 +374,11 @@ mod tests {
             &["--policy", "check", "--", "x"],
         ] {
             assert!(!plainly_a_run(&os(line)), "{line:?}");
+            // A value that names a subcommand is still a value: only the
+            // words themselves go to clap.
+            if line[..2] != ["--policy", "check"] {
+                assert!(common_run(&os(line)).is_none(), "{line:?}");
+            }
         }
         // Errors of the run form are the full parser's, word for word.
         for line in [
@@ -385,6 +390,7 @@ mod tests {
         ] {
             let args = os(line);
             let full = Cli::try_parse_from(&args).unwrap_err();
+            assert!(common_run(&args).is_none(), "{line:?}");
             assert!(RunOnly::try_parse_from(&args).is_err(), "{line:?}");
             let through = match (plainly_a_run(&args), RunOnly::try_parse_from(&args)) {
                 (true, Ok(_)) => panic!("{line:?} parsed by the run form"),
