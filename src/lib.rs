@@ -67,6 +67,7 @@ pub mod mcp;
 pub mod provenance;
 pub mod request;
 pub mod result;
+pub mod run_form;
 pub mod serve;
 pub mod service;
 pub mod sh;

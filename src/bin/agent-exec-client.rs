@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agent_exec::emit::{Format, emit, fail};
+use agent_exec::run_form::RunWords;
 use agent_exec::serve::client::{Target, forward};
 use agent_exec::{CommandSpec, ErrorType, RunRequest};
 
@@ -92,86 +93,36 @@ struct Call {
 /// The call `args` asks for, when they read unambiguously as the run form
 /// with only flags a daemon serves and a daemon socket is named; `None`
 /// for anything else, which `agent-exec` then reads. Only what its parser
-/// would read the same way is taken: a value after a separate flag that
-/// starts with `-`, a repeated flag, a number with anything but digits,
-/// a word before `--` that is no flag, are all left to it.
+/// would read the same way is taken (`agent_exec::run_form`).
 fn forwardable(args: &[OsString], env_socket: Option<OsString>) -> Option<Call> {
-    let mut words = args.iter();
-    let mut flags: Vec<(&str, String)> = Vec::new();
-    let mut argv = Vec::new();
-    while let Some(word) = words.next() {
-        let word = word.to_str()?;
-        if word == "--" {
-            for w in words.by_ref() {
-                argv.push(w.to_str()?.to_string());
-            }
-            break;
-        }
-        let (name, inline) = match word.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_string())),
-            None => (word, None),
-        };
-        let name = FLAGS.iter().find(|f| **f == name)?;
-        let value = match inline {
-            Some(v) => v,
-            None => {
-                let v = words.next()?.to_str()?;
-                if v.starts_with('-') {
-                    return None;
-                }
-                v.to_string()
-            }
-        };
-        if flags.iter().any(|(n, _)| n == name) {
-            return None;
-        }
-        flags.push((name, value));
-    }
-    let get = |name: &str| {
-        flags
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    };
-    let number = |name: &str| -> Option<Option<u64>> {
-        match get(name) {
-            None => Some(None),
-            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
-                v.parse().ok().map(Some)
-            }
-            Some(_) => None,
-        }
-    };
-    let command = match (get("--shell"), argv.is_empty()) {
+    let words = RunWords::read(args, FLAGS)?;
+    let command = match (words.value("--shell"), words.argv().is_empty()) {
         (Some(s), true) => CommandSpec::Shell(s),
-        (None, false) => CommandSpec::Argv(argv),
+        (None, false) => CommandSpec::Argv(words.argv().to_vec()),
         _ => return None,
     };
-    let format = match get("--format").as_deref() {
-        None | Some("json") => Format::Json,
-        Some("human") => Format::Human,
-        Some(_) => return None,
-    };
-    if get("--approve").is_some_and(|a| a != "never") {
+    let format = words.format()?;
+    if words.value("--approve").is_some_and(|a| a != "never") {
         return None;
     }
-    let socket = get("--daemon")
+    let socket = words
+        .value("--daemon")
         .map(OsString::from)
         .or(env_socket)
         .filter(|s| !s.is_empty())?;
     let mut request = RunRequest::new(command);
-    request.cwd = get("--cwd");
-    request.timeout_ms = number("--timeout-ms")?;
-    request.output_chars = match number("--output-chars")? {
+    request.cwd = words.value("--cwd");
+    request.timeout_ms = words.number("--timeout-ms")?;
+    request.output_chars = match words.number("--output-chars")? {
         Some(n) => Some(usize::try_from(n).ok()?),
         None => None,
     };
-    request.stdin = get("--stdin");
-    request.session = get("--session");
+    request.stdin = words.value("--stdin");
+    request.session = words.value("--session");
     Some(Call {
         socket: PathBuf::from(socket),
-        policy: PathBuf::from(get("--policy")?),
-        root: PathBuf::from(get("--root").unwrap_or_else(|| ".".into())),
+        policy: PathBuf::from(words.value("--policy")?),
+        root: PathBuf::from(words.value("--root").unwrap_or_else(|| ".".into())),
         format,
         request,
     })

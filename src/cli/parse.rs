@@ -78,95 +78,52 @@ const COMMON: &[&str] = &[
     "--session-file",
 ];
 
-/// The run form with only [`COMMON`] flags, read without clap: building
-/// even the run form's parser is about a tenth of a millisecond before
-/// anything else of a call can start (BENCHMARKS.md). `None` for anything
-/// clap might read differently (and for every error, which clap words):
-/// a flag outside the list or given twice, a separate value that starts
-/// with `-`, an empty value, a number with anything but digits, a word
-/// before `--`, text that is not UTF-8, `--shell` beside a program.
+/// The run form with only [`COMMON`] flags, read without clap
+/// (`agent_exec::run_form`): building even the run form's parser is about
+/// a tenth of a millisecond before anything else of a call can start
+/// (BENCHMARKS.md). `None` for anything clap might read differently, and
+/// for every error, which clap words; also for `--shell` beside a program.
 fn common_run(args: &[std::ffi::OsString]) -> Option<RunArgs> {
     use super::super::{ApproveMode, ReplayModeArg, Target};
-    use agent_exec::emit::Format;
     use std::path::PathBuf;
 
-    let mut words = args.iter().skip(1);
-    let mut flags: Vec<(&str, String)> = Vec::new();
-    let mut argv = Vec::new();
-    while let Some(word) = words.next() {
-        let word = word.to_str()?;
-        if word == "--" {
-            for w in words.by_ref() {
-                argv.push(w.to_str()?.to_string());
-            }
-            break;
-        }
-        let (name, inline) = match word.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_string())),
-            None => (word, None),
-        };
-        let name = *COMMON.iter().find(|f| **f == name)?;
-        let value = match inline {
-            Some(v) => v,
-            None => words.next()?.to_str()?.to_string(),
-        };
-        if value.is_empty() || value.starts_with('-') || flags.iter().any(|(n, _)| *n == name) {
-            return None;
-        }
-        flags.push((name, value));
-    }
-    let take = |name: &str| {
-        flags
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    };
-    let number = |name: &str| -> Option<Option<u64>> {
-        match take(name) {
-            None => Some(None),
-            Some(v) if v.bytes().all(|b| b.is_ascii_digit()) => v.parse().ok().map(Some),
-            Some(_) => None,
-        }
-    };
-    let shell = take("--shell");
-    if shell.is_some() && !argv.is_empty() {
+    let words = agent_exec::run_form::RunWords::read(args.get(1..)?, COMMON)?;
+    let shell = words.value("--shell");
+    if shell.is_some() && !words.argv().is_empty() {
         return None;
     }
+    let path = |flag: &str| words.value(flag).map(PathBuf::from);
     Some(RunArgs {
         target: Target {
-            policy: take("--policy").map(PathBuf::from),
-            root: take("--root").map(PathBuf::from),
-            cwd: take("--cwd"),
+            policy: path("--policy"),
+            root: path("--root"),
+            cwd: words.value("--cwd"),
             shell,
-            argv,
+            argv: words.argv().to_vec(),
         },
-        timeout_ms: number("--timeout-ms")?,
-        output_chars: match number("--output-chars")? {
+        timeout_ms: words.number("--timeout-ms")?,
+        output_chars: match words.number("--output-chars")? {
             Some(n) => Some(usize::try_from(n).ok()?),
             None => None,
         },
-        stdin: take("--stdin"),
-        format: match take("--format").as_deref() {
-            None | Some("json") => Format::Json,
-            Some("human") => Format::Human,
-            Some(_) => return None,
-        },
-        approve: match take("--approve").as_deref() {
+        stdin: words.value("--stdin"),
+        format: words.format()?,
+        approve: match words.value("--approve").as_deref() {
             None | Some("never") => ApproveMode::Never,
             Some("tty") => ApproveMode::Tty,
             Some(_) => return None,
         },
-        trace: take("--trace").map(PathBuf::from),
+        trace: path("--trace"),
         record: None,
         replay: None,
         replay_mode: ReplayModeArg::Strict,
         allow_live_writes: false,
-        state: take("--state").map(PathBuf::from),
+        state: path("--state"),
         idempotency_key: None,
-        session: take("--session"),
+        session: words.value("--session"),
         approval_id: None,
-        session_file: take("--session-file").map(PathBuf::from),
-        daemon: take("--daemon").map(PathBuf::from),
+        session_file: path("--session-file"),
+        daemon: path("--daemon"),
     })
 }
 
