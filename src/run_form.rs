@@ -13,6 +13,22 @@ use std::ffi::OsString;
 
 use crate::emit::Format;
 
+/// The run flags a daemon serves as the CLI does: all the small thin
+/// client forwards, and part of what the CLI reads without clap.
+pub const SERVED: &[&str] = &[
+    "--policy",
+    "--root",
+    "--cwd",
+    "--shell",
+    "--timeout-ms",
+    "--output-chars",
+    "--stdin",
+    "--format",
+    "--approve",
+    "--session",
+    "--daemon",
+];
+
 /// The flags and the program of one command line.
 #[derive(Debug)]
 pub struct RunWords {
@@ -22,9 +38,9 @@ pub struct RunWords {
 
 impl RunWords {
     /// `args` (without the program's own name), when every flag before
-    /// `--` is one of `known`; see the module's notes for what else is
-    /// left to clap.
-    pub fn read(args: &[OsString], known: &[&'static str]) -> Option<RunWords> {
+    /// `--` is in one of the lists `known`; see the module's notes for
+    /// what else is left to clap.
+    pub fn read(args: &[OsString], known: &[&[&'static str]]) -> Option<RunWords> {
         let mut words = args.iter();
         let mut flags: Vec<(&'static str, String)> = Vec::new();
         let mut argv = Vec::new();
@@ -40,7 +56,7 @@ impl RunWords {
                 Some((name, value)) => (name, Some(value.to_string())),
                 None => (word, None),
             };
-            let name = *known.iter().find(|f| **f == name)?;
+            let name = *known.iter().flat_map(|k| k.iter()).find(|f| **f == name)?;
             let value = match inline {
                 Some(v) => v,
                 None => words.next()?.to_str()?.to_string(),

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agent_exec::emit::{Format, emit, fail};
-use agent_exec::run_form::RunWords;
+use agent_exec::run_form::{RunWords, SERVED};
 use agent_exec::serve::client::{Target, forward};
 use agent_exec::{CommandSpec, ErrorType, RunRequest};
 
@@ -95,7 +95,7 @@ struct Call {
 /// for anything else, which `agent-exec` then reads. Only what its parser
 /// would read the same way is taken (`agent_exec::run_form`).
 fn forwardable(args: &[OsString], env_socket: Option<OsString>) -> Option<Call> {
-    let words = RunWords::read(args, FLAGS)?;
+    let words = RunWords::read(args, &[SERVED])?;
     let command = match (words.value("--shell"), words.argv().is_empty()) {
         (Some(s), true) => CommandSpec::Shell(s),
         (None, false) => CommandSpec::Argv(words.argv().to_vec()),
@@ -127,21 +127,6 @@ fn forwardable(args: &[OsString], env_socket: Option<OsString>) -> Option<Call> 
         request,
     })
 }
-
-/// The run flags a daemon serves as the CLI would; each takes a value.
-const FLAGS: &[&str] = &[
-    "--policy",
-    "--root",
-    "--cwd",
-    "--shell",
-    "--timeout-ms",
-    "--output-chars",
-    "--stdin",
-    "--format",
-    "--approve",
-    "--session",
-    "--daemon",
-];
 
 #[cfg(test)]
 mod tests {

@@ -59,35 +59,22 @@ pub(crate) fn parse() -> Result<Cli, clap::Error> {
     Cli::try_parse_from(args)
 }
 
-/// The flags an agent's call uses, each with a value; every other flag,
-/// help and subcommands go to clap.
-const COMMON: &[&str] = &[
-    "--policy",
-    "--root",
-    "--cwd",
-    "--shell",
-    "--timeout-ms",
-    "--output-chars",
-    "--stdin",
-    "--format",
-    "--approve",
-    "--session",
-    "--daemon",
-    "--trace",
-    "--state",
-    "--session-file",
-];
+/// The flags the CLI reads without clap besides those a daemon serves
+/// (`agent_exec::run_form::SERVED`); every other flag, help and
+/// subcommands go to clap.
+const LOCAL: &[&str] = &["--trace", "--state", "--session-file"];
 
-/// The run form with only [`COMMON`] flags, read without clap
-/// (`agent_exec::run_form`): building even the run form's parser is about
-/// a tenth of a millisecond before anything else of a call can start
-/// (BENCHMARKS.md). `None` for anything clap might read differently, and
+/// The run form with only the flags an agent's call uses ([`LOCAL`] and
+/// the served ones), read without clap (`agent_exec::run_form`): building
+/// even the run form's parser is about a tenth of a millisecond before
+/// anything else of a call can start (BENCHMARKS.md). `None` for anything clap might read differently, and
 /// for every error, which clap words; also for `--shell` beside a program.
 fn common_run(args: &[std::ffi::OsString]) -> Option<RunArgs> {
     use super::super::{ApproveMode, ReplayModeArg, Target};
+    use agent_exec::run_form::SERVED;
     use std::path::PathBuf;
 
-    let words = agent_exec::run_form::RunWords::read(args.get(1..)?, COMMON)?;
+    let words = agent_exec::run_form::RunWords::read(args.get(1..)?, &[SERVED, LOCAL])?;
     let shell = words.value("--shell");
     if shell.is_some() && !words.argv().is_empty() {
         return None;
@@ -283,7 +270,7 @@ mod tests {
         #[test]
         fn the_common_form_is_read_as_clap_reads_it(
             names in proptest::sample::subsequence(
-                [COMMON, &["--record", "--idempotency-key", "--nonsense"][..]].concat(),
+                [agent_exec::run_form::SERVED, LOCAL, &["--record", "--idempotency-key", "--nonsense"][..]].concat(),
                 0..7,
             ),
             picks in proptest::collection::vec((0usize..100, 0usize..12, proptest::bool::ANY), 7),
