@@ -404,3 +404,35 @@ fn a_child_that_cannot_be_made_ahead_leaves_each_run_to_spawn_its_own() {
     assert_eq!(got, fail(plain.for_run().unwrap()));
     assert!(got.contains("rlimit"), "{got}");
 }
+
+/// The supervisor's ends of the child's pipes are readied where the child
+/// is made (nonblocking): a command that never reads the megabyte it is
+/// given on stdin still ends at its deadline, whether its child was made
+/// ahead or spawned for the run. With a blocking end, writing the input
+/// past the pipe's capacity would wait for the sleep instead.
+#[test]
+fn a_command_that_never_reads_its_input_ends_at_its_deadline_with_either_kind_of_child() {
+    let _serial = serial();
+    let r = root();
+    let ahead = sandbox(&r.path);
+    let plain = Sandbox::prepare(supervisor_spawning_each_run(), &config(), &r.path).unwrap();
+    let runs = [
+        ("made ahead", run_made_ahead(&ahead, RootAccess::ReadWrite)),
+        ("spawned", Arc::new(plain.for_run().unwrap())),
+    ];
+    for (kind, run) in runs {
+        let mut s = spec(&run, &r.path, &["/bin/sh", "-c", "printf x; exec sleep 30"]);
+        s.stdin = Some(vec![b'y'; 1 << 20]);
+        s.timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let o = try_exec(s).unwrap();
+        let took = started.elapsed();
+        assert_eq!(
+            o.termination,
+            agent_exec_sandbox::Termination::TimedOut,
+            "{kind}: {o:?}"
+        );
+        assert_eq!(o.stdout.text, "x", "{kind}");
+        assert!(took < Duration::from_secs(10), "{kind}: took {took:?}");
+    }
+}
