@@ -100,10 +100,14 @@ pub(crate) fn can_write(dir: &Path, uid: u32, gid: u32) -> bool {
     }
 }
 
-/// Highest capability number the kernel knows.
+/// Highest capability number the kernel knows; read once a process (the
+/// one-shot CLI sets up twice: stdio first, then the run's layers).
 pub(crate) fn cap_last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63)
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(63)
+    })
 }

@@ -24,7 +24,7 @@
 
 use std::fs;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -249,9 +249,51 @@ pub(crate) fn sweep_stale(base: &Path) {
             }
         }
     }
+    sweep_fallbacks(base, &std::env::temp_dir(), std::time::SystemTime::now());
+}
+
+/// How often a base's processes search the temp directory for dead
+/// supervisors' fallback bases. Not on every call: the temp directory is
+/// shared and often large (415 entries on the project's machine, 0.25 ms
+/// of `getdents` a search and 0.4-0.6 ms of a one-shot call; BENCHMARKS.md),
+/// while a fallback base is rare (made only where no preferred place can
+/// be used) and small. One left by a crash is gone within this long of a
+/// later call.
+const TEMP_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The file in a base whose modification time says when its processes last
+/// searched the temp directory; only the base's user can write it.
+const TEMP_SWEPT: &str = "temp-swept";
+
+/// Removes from `temp` the fallback bases of this user's dead supervisors,
+/// unless a process of `base` searched it less than [`TEMP_SWEEP_EVERY`]
+/// before `now`. A fallback base of this process's own is new, without
+/// the file: its process searches at once.
+fn sweep_fallbacks(base: &Path, temp: &Path, now: std::time::SystemTime) {
+    let marker = base.join(TEMP_SWEPT);
+    let recent = fs::symlink_metadata(&marker)
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| {
+            // A time ahead of `now` (the clock was set back) is not recent.
+            now.duration_since(at)
+                .is_ok_and(|age| age < TEMP_SWEEP_EVERY)
+        });
+    if recent {
+        return;
+    }
+    // Written first: concurrent calls search once, not all at once. Its
+    // time is `now`, so the interval is measured on one clock.
+    let _ = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&marker)
+        .and_then(|f| f.set_modified(now));
     let euid = nix::unistd::Uid::effective().as_raw();
     let prefix = format!("{FALLBACK_PREFIX}{euid}-");
-    let Ok(rd) = fs::read_dir(std::env::temp_dir()) else {
+    let Ok(rd) = fs::read_dir(temp) else {
         return;
     };
     for e in rd.flatten() {
@@ -336,6 +378,50 @@ impl Drop for RunDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dead_supervisors_fallback_bases_are_swept_at_most_once_a_while() {
+        let euid = nix::unistd::Uid::effective().as_raw();
+        let (base, temp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        // No process has a pid this high: a supervisor that is gone.
+        let dead: u32 = fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let named = |pid: u32, n: u64| {
+            temp.path()
+                .join(format!("{FALLBACK_PREFIX}{euid}-{pid}-{n:016x}"))
+        };
+        let make = |dir: &Path| {
+            fs::create_dir(dir).unwrap();
+            fs::write(dir.join("left"), b"x").unwrap();
+        };
+        let live = named(std::process::id(), 1);
+        let other = temp.path().join("agent-exec-someone-else");
+        for dir in [&named(dead, 1), &live, &other] {
+            make(dir);
+        }
+        let now = std::time::SystemTime::now();
+        sweep_fallbacks(base.path(), temp.path(), now);
+        assert!(!named(dead, 1).exists(), "a dead supervisor's base stayed");
+        assert!(live.exists() && other.exists());
+        // Searched a moment ago: one that died since is left for later...
+        make(&named(dead, 2));
+        sweep_fallbacks(base.path(), temp.path(), now + TEMP_SWEEP_EVERY / 2);
+        assert!(
+            named(dead, 2).exists(),
+            "searched again within the interval"
+        );
+        // ...and removed by the first call after the interval.
+        sweep_fallbacks(base.path(), temp.path(), now + TEMP_SWEEP_EVERY);
+        assert!(!named(dead, 2).exists());
+        // A search recorded ahead of the clock (set back) holds none off.
+        make(&named(dead, 3));
+        sweep_fallbacks(base.path(), temp.path(), now);
+        assert!(!named(dead, 3).exists());
+        assert!(live.exists() && other.exists());
+    }
 
     #[test]
     fn a_shared_directory_is_not_trusted_unless_sticky_is_allowed() {

@@ -296,14 +296,24 @@ pub(crate) fn namespaces_known() -> Option<io::Result<()>> {
     if !has_effective_cap(CAP_SYS_ADMIN) {
         return Some(Err(io::Error::from_raw_os_error(libc::EPERM)));
     }
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let unfiltered = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Seccomp:"))
-        .is_some_and(|v| v.trim() == "0");
-    let uid_map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
-    let initial_userns = uid_map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
-    (unfiltered && initial_userns && lsm_unconfined()).then_some(Ok(()))
+    // Read once a process: a one-shot call asks at setup and again when
+    // it prepares its sandbox. The capability is asked each time (it is
+    // the calling thread's); what is read here is the process's: its user
+    // namespace (which a threaded process cannot leave), the main
+    // thread's seccomp mode and LSM label.
+    static UNCONFINED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let unconfined = UNCONFINED.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let unfiltered = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Seccomp:"))
+            .is_some_and(|v| v.trim() == "0");
+        let uid_map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+        let initial_userns =
+            uid_map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+        Some(unfiltered && initial_userns && lsm_unconfined())
+    });
+    (*unconfined)?.then_some(Ok(()))
 }
 
 /// `capget` on the calling thread: whether `cap` is in its effective set.
