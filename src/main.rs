@@ -506,7 +506,9 @@ fn run_direct(
     {
         eprintln!("agent-exec: replay: {}", visible(&summary.to_string()));
     }
-    emit(&result, format)
+    let code = emit(&result, format);
+    service.end_with_process();
+    code
 }
 
 /// The service the run flags ask for.

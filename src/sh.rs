@@ -126,7 +126,9 @@ pub fn parse_args(args: &[String]) -> Result<String, String> {
     command.ok_or_else(|| "no command: use -c STRING".to_string())
 }
 
-/// Runs the drop-in and returns the exit status.
+/// Runs the drop-in and returns the exit status. For a process that
+/// exits next: the policy's memory is left to the exit
+/// ([`Service::end_with_process`]).
 pub fn main(args: &[String], supervisor: &Supervisor) -> i32 {
     let command = match parse_args(args) {
         Ok(c) => c,
@@ -191,7 +193,9 @@ pub fn main(args: &[String], supervisor: &Supervisor) -> i32 {
         Err(m) => return explain(126, &m),
     };
     let result = service.call(req, &CancelToken::new());
-    report(&result)
+    let code = report(&result);
+    service.end_with_process();
+    code
 }
 
 /// Whether `path` is in the tree under `root`, both resolved. The

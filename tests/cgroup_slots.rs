@@ -379,3 +379,38 @@ fn a_one_shot_call_finishes_its_background_sweep_before_it_exits() {
         assert!(!cg.exists(), "{} is left", cg.display());
     }
 }
+
+/// A one-shot call puts away everything its run used before it exits,
+/// though it leaves the policy's memory to the exit
+/// (`Service::end_with_process`): as soon as the process has exited, the
+/// run's directory is gone and the trace holds the call's result.
+#[test]
+fn a_one_shot_call_leaves_no_run_directory_and_a_whole_trace() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let case = Case::new("", None);
+    let traces = dir("ae-trace-", 0o755, 0);
+    let trace = traces.path().join("calls.jsonl");
+    let v = case.run(&[
+        "--trace",
+        trace.to_str().unwrap(),
+        "--shell",
+        "echo \"$HOME\"",
+    ]);
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let home = PathBuf::from(stdout(&v).trim());
+    let name = home.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("run-"), "{}", home.display());
+    assert!(
+        !home.exists(),
+        "the run directory {} is left",
+        home.display()
+    );
+    let events: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "tool_result", "{events:?}");
+    assert_eq!(last["gen_ai.tool.call.id"], v["call_id"], "{last}");
+}
