@@ -255,7 +255,7 @@ pub(crate) fn sweep_stale(base: &Path) {
 /// How often a base's processes search the temp directory for dead
 /// supervisors' fallback bases. Not on every call: the temp directory is
 /// shared and often large (415 entries on the project's machine, 0.25 ms
-/// of `getdents` a search and 0.4-0.6 ms of a one-shot call; BENCHMARKS.md),
+/// of `getdents` a search and 0.3-0.6 ms of a one-shot call; BENCHMARKS.md),
 /// while a fallback base is rare (made only where no preferred place can
 /// be used) and small. One left by a crash is gone within this long of a
 /// later call.
@@ -281,8 +281,9 @@ fn sweep_fallbacks(base: &Path, temp: &Path, now: std::time::SystemTime) {
     if recent {
         return;
     }
-    // Written first: concurrent calls search once, not all at once. Its
-    // time is `now`, so the interval is measured on one clock.
+    // Written before the search, so that calls coming while it runs do
+    // not search too. Its time is `now`, so the interval is measured on
+    // one clock.
     let _ = fs::OpenOptions::new()
         .write(true)
         .create(true)
