@@ -377,6 +377,7 @@ fn one_shot() -> SupervisorOptions {
         namespaces_ahead: NamespacesAhead::FirstRun,
         sweep_in_background: true,
         children_ahead: false,
+        heap_pad: true,
         ..SupervisorOptions::default()
     }
 }
@@ -459,6 +460,7 @@ fn run(a: RunArgs) -> i32 {
     // once stdio is guarded so none of its files takes fd 0, 1 or 2.
     Supervisor::init(SupervisorOptions {
         stdio: true,
+        heap_pad: true,
         ..SupervisorOptions::none()
     });
     let path = a.target.policy.clone();

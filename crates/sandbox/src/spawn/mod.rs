@@ -215,6 +215,28 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// 64 KiB): fewer wake-ups of the reader for a command that writes a lot.
 pub(crate) const PIPE_SIZE: libc::c_int = 256 * 1024;
 
+/// Asks the C allocator to grow each heap by `bytes` more than a growth
+/// needs (glibc's `M_TOP_PAD`, 128 KiB by default); see
+/// `SupervisorOptions::heap_pad` for why. Whether it was taken: `false`
+/// where the C library is not glibc, or the size does not fit its
+/// parameter.
+pub(crate) fn pad_heap_growth(bytes: usize) -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        let Ok(bytes) = libc::c_int::try_from(bytes) else {
+            return false;
+        };
+        // SAFETY: `mallopt` only sets an allocator parameter, under the
+        // allocator's own lock; no memory of ours is touched.
+        unsafe { libc::mallopt(libc::M_TOP_PAD, bytes) == 1 }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = bytes;
+        false
+    }
+}
+
 /// The supervisor's ends of a run's stdio pipes, made as the run reads and
 /// writes them: nonblocking, the output pipes enlarged. A child made ahead
 /// has this done before its run comes, off the run's path.
@@ -396,5 +418,23 @@ fn child_error(report: [u8; 8], program: &CStr) -> SpawnError {
             source: std::io::Error::from_raw_os_error(errno),
         },
         None => SpawnError::Io(std::io::Error::other(format!("unknown child step {step}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// glibc takes the padding (the parameter and its size are right), and
+    /// refuses nothing; elsewhere it is a no-op that says so.
+    #[test]
+    fn the_allocator_takes_the_heap_padding() {
+        assert_eq!(
+            super::pad_heap_growth(1 << 20),
+            cfg!(target_env = "gnu"),
+            "mallopt(M_TOP_PAD)"
+        );
+        assert!(
+            !super::pad_heap_growth(usize::MAX),
+            "a size that does not fit is not taken"
+        );
     }
 }
