@@ -20,8 +20,10 @@ use crate::plan::kept::KeptFile;
 use crate::plan::{cgroup, privs, rundir};
 use crate::spawn::sys;
 
-/// Which process-wide effects [`Supervisor::init`] has. `Default` turns
-/// every one on, which is what a one-shot CLI run wants.
+/// Which process-wide effects [`Supervisor::init`] has. `Default` is what
+/// a long-lived service wants; a process that makes one run turns on what
+/// it gains from (the kept cgroups, the pinned network namespace, the
+/// sweep on a thread, the heap padding) and off what it does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SupervisorOptions {
     /// Open `/dev/null` on any of descriptors 0, 1 and 2 that is closed.
@@ -139,7 +141,8 @@ pub struct SupervisorOptions {
     /// namespaces', the patterns') grow heaps of their own in small steps,
     /// each an `mprotect` or `brk` that takes the address space's lock for
     /// writing while the other threads fault pages in under it. Padded, a
-    /// call took 0.1-0.16 ms less (BENCHMARKS.md). Padding never touched
+    /// call made 46 -> 19 `mprotect` calls and took 0.05-0.07 ms less
+    /// (BENCHMARKS.md). Padding never touched
     /// costs no memory; but a heap also keeps that much at its top after
     /// frees, which a long-lived service would hold on to, so it is off
     /// there. Set first, before `init` starts any thread.

@@ -423,8 +423,10 @@ fn child_error(report: [u8; 8], program: &CStr) -> SpawnError {
 
 #[cfg(test)]
 mod tests {
-    /// glibc takes the padding (the parameter and its size are right), and
-    /// refuses nothing; elsewhere it is a no-op that says so.
+    /// glibc takes the padding (the parameter and its size are right);
+    /// elsewhere it is a no-op that says so. What the padding does is
+    /// measured, not tested (BENCHMARKS.md: the `mprotect` count and the
+    /// per-call A/B).
     #[test]
     fn the_allocator_takes_the_heap_padding() {
         assert_eq!(
