@@ -36,41 +36,6 @@ pick_true || exit 1
 
 start_daemon || { note "daemon rows skipped"; DAEMON_PID=""; }
 
-# run_group NAME BASELINE_NAME -- name1 cmd1 name2 cmd2 ...
-# Every command is first run once on its own: one that fails (a sandbox the
-# host cannot start, a policy refusal) is dropped with its error shown,
-# rather than timed as a fast failure.
-run_group() {
-  local group="$1" baseline="$2"
-  shift 3
-  local names=() cmds=()
-  while [ "$#" -gt 0 ]; do
-    local name="$1" cmd="$2"
-    shift 2
-    local errf="$OUT/spawn-check.err"
-    # shellcheck disable=SC2086 # the command string is split as hyperfine -N splits it
-    if eval "$cmd" >"$OUT/spawn-check.out" 2>"$errf"; then
-      names+=("$name")
-      cmds+=("$cmd")
-    else
-      note "$group: '$name' fails on its own, skipped:"
-      head -c 600 "$OUT/spawn-check.out" "$errf" >&2 || true
-      echo >&2
-    fi
-  done
-  local fwd=() rev=() i
-  for i in "${!names[@]}"; do fwd+=(-n "${names[$i]}" "${cmds[$i]}"); done
-  for ((i = ${#names[@]} - 1; i >= 0; i--)); do rev+=(-n "${names[$i]}" "${cmds[$i]}"); done
-  note "$group: pass 1 of 2"
-  hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-    --export-json "$OUT/spawn-$group-pass1.json" "${fwd[@]}" >"$OUT/spawn-$group-pass1.log"
-  note "$group: pass 2 of 2 (reverse order)"
-  hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-    --export-json "$OUT/spawn-$group-pass2.json" "${rev[@]}" >"$OUT/spawn-$group-pass2.log"
-  "$PY" "$TOOL" hyperfine "$group" "$baseline" "$OUT/spawn-$group.json" \
-    "$OUT/spawn-$group-pass1.json" "$OUT/spawn-$group-pass2.json"
-}
-
 AEC="$AE --policy $POLICY --root $BENCH_ROOT"
 BWRAP="bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --die-with-parent"
 FIREJAIL="firejail --quiet --noprofile --net=none"

@@ -12,6 +12,8 @@ because on a small shared machine only same-run ratios are comparable.
   policy-copy SRC DST TABLE.KEY=VALUE..     copy a policy, overriding keys
   output ...                                1 GB drain and hard-cap stop
   timeout ...                               timeout precision and survivors
+  rounds --runs N --out F NAME=CMD..        shuffled rounds, each rung over the last
+  phases --out F NAME=FILE..                medians of `one_shot --times` phases
   report DIR                                targets: met / missed, from DIR
 """
 
@@ -572,6 +574,44 @@ def lone(a):
     print(table(["command", "median ms", "worst ms", "over bare ms"], rows))
 
 
+def rounds(a):
+    """Each round runs every command once, in a new random order, so a slow
+    stretch of the machine falls on all of them alike. Reports each one's
+    median, its ratio to the first (the baseline), and the median of its
+    per-round difference to the command before it: the cost of one rung
+    of a ladder, paired within rounds, which is steadier than the
+    difference of two medians."""
+    import random
+
+    pairs = [c.split("=", 1) for c in a.commands]
+    times = {name: [] for name, _ in pairs}
+    order = list(pairs)
+    for _ in range(a.warmup):
+        for _, cmd in order:
+            subprocess.run(shlex.split(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    for _ in range(a.runs):
+        random.shuffle(order)
+        for name, cmd in order:
+            t0 = time.perf_counter()
+            subprocess.run(shlex.split(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    base = median(times[pairs[0][0]])
+    summary = {"runs": a.runs, "baseline": pairs[0][0], "commands": []}
+    rows = []
+    prev = None
+    for name, cmd in pairs:
+        m = median(times[name])
+        step = None if prev is None else median([x - y for x, y in zip(times[name], times[prev])])
+        summary["commands"].append(
+            {"name": name, "command": cmd, "median_ms": m, "ratio": m / base, "step_ms": step, "times_ms": times[name]}
+        )
+        rows.append([name, fmt_ms(m), f"{m / base:.2f}x", "" if step is None else f"{step:+.2f}"])
+        prev = name
+    write_json(a.out, summary)
+    print(f"\n### {a.runs} shuffled rounds (baseline: {pairs[0][0]})\n")
+    print(table(["command", "median ms", "ratio to baseline", "over the row above, paired ms"], rows))
+
+
 def load_opt(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -661,6 +701,36 @@ def report(bench_dir, crit_dir):
     print(table(["target", "measured", "wanted", "verdict"], rows))
 
 
+def phases(out, labelled):
+    """Medians of the phases `one_shot --times` prints, one line per run
+    ("init 470 prepare 90 ..."), for each NAME=FILE."""
+    summary = {}
+    rows = []
+    names = []
+    for item in labelled:
+        label, _, path = item.partition("=")
+        per = {}
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                words = line.split()
+                for what, us in zip(words[::2], words[1::2]):
+                    if us.isdigit():
+                        per.setdefault(what, []).append(int(us))
+        if not per:
+            sys.exit(f"no phase times in {path}")
+        summary[label] = {what: median(v) for what, v in per.items()}
+        for what in per:
+            if what not in names:
+                names.append(what)
+    for label, med in summary.items():
+        total = sum(med.values())
+        rows.append([label] + [f"{med.get(n, 0):.0f}" for n in names] + [f"{total:.0f}"])
+    write_json(out, summary)
+    print("\n### the sandbox crate's phases (median us per run)\n")
+    print(table(["layers"] + names + ["sum of medians"], rows))
+    return summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -701,6 +771,14 @@ def main():
     lo.add_argument("--idle", type=float, default=1.0)
     lo.add_argument("--out", required=True)
     lo.add_argument("commands", nargs="+", help="NAME=COMMAND, the first is the baseline")
+    ro = sub.add_parser("rounds")
+    ro.add_argument("--runs", type=int, default=300)
+    ro.add_argument("--warmup", type=int, default=10)
+    ro.add_argument("--out", required=True)
+    ro.add_argument("commands", nargs="+", help="NAME=COMMAND, the first is the baseline")
+    ph = sub.add_parser("phases")
+    ph.add_argument("--out", required=True)
+    ph.add_argument("files", nargs="+", help="NAME=FILE of `one_shot --times` lines")
     r = sub.add_parser("report")
     r.add_argument("bench_dir")
     r.add_argument("--criterion", default="target/criterion")
@@ -719,6 +797,10 @@ def main():
         return timeout_bench(a)
     elif a.cmd == "lone":
         lone(a)
+    elif a.cmd == "rounds":
+        rounds(a)
+    elif a.cmd == "phases":
+        phases(a.out, a.files)
     elif a.cmd == "report":
         report(a.bench_dir, a.criterion)
     return 0
