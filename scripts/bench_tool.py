@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import re
 import shlex
 import statistics
@@ -581,8 +582,6 @@ def rounds(a):
     per-round difference to the command before it: the cost of one rung
     of a ladder, paired within rounds, which is steadier than the
     difference of two medians."""
-    import random
-
     pairs = [c.split("=", 1) for c in a.commands]
     times = {name: [] for name, _ in pairs}
     order = list(pairs)

@@ -329,6 +329,40 @@ fn the_small_client_hands_everything_else_to_agent_exec() {
     assert!(check.1.contains("\"deny\""), "{check:?}");
 }
 
+/// The small client starts without std's runtime start
+/// (`agent_exec_sandbox::run_main`), which ignored SIGPIPE; its entry must
+/// still ignore it, or a reader that went away (an agent host that gave up
+/// on the call) would see the client killed by a signal instead of the
+/// command's exit status.
+#[test]
+fn a_reader_that_went_away_costs_the_small_client_its_output_not_its_status() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let fx = Fixture::new(&policy(""));
+    let _d = fx.start(&[]);
+    for (command, status) in [("exit 0", 0), ("exit 3", 3)] {
+        let mut child = Command::new(SMALL)
+            .arg("--policy")
+            .arg(&fx.policy)
+            .arg("--root")
+            .arg(&fx.root)
+            .arg("--daemon")
+            .arg(&fx.socket)
+            .args(["--shell", command])
+            .env_remove("AGENT_EXEC_DAEMON")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The read end closes before the result can be written.
+        drop(child.stdout.take());
+        let got = child.wait().unwrap();
+        assert_eq!(got.signal(), None, "{command}: {got:?}");
+        assert_eq!(got.code(), Some(status), "{command}");
+    }
+}
+
 #[test]
 fn the_small_client_alone_refuses_and_runs_nothing() {
     // Without agent-exec beside it, a call it cannot forward is refused:

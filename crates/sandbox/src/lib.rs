@@ -55,6 +55,7 @@ pub use plan::rundir::private_dir;
 pub use plan::shims::shim_dir;
 pub use sandbox::{RootAccess, RunSandbox, Sandbox};
 pub use spawn::SpawnError;
+pub use spawn::entry::run_main;
 pub use summary::Summary;
 pub use supervisor::{NamespacesAhead, Supervisor, SupervisorOptions, guard_stdio, kill_runs_of};
 pub use violation::{Violation, ViolationKind, attribute_violation, classify_violation};

@@ -20,6 +20,8 @@
 //!   ruleset the child enforces;
 //! - [`mounts`]: the run's own mount and IPC namespaces as data, and the
 //!   child's mounts;
+//! - [`entry`]: the small client's process entry, without std's runtime
+//!   start (its SIGPIPE disposition is the one `unsafe` line);
 //! - [`sys`]: small safe wrappers (pidfd, `waitid` on a pidfd, `ppoll` on
 //!   fixed slots, the seccomp probe, the process setup of
 //!   `crate::supervisor`) for the parent-side code, which uses them, or
@@ -63,6 +65,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 mod ahead;
 mod child;
 mod clone;
+pub(crate) mod entry;
 pub(crate) mod landlock_sys;
 pub(crate) mod mounts;
 mod steps;
