@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark in turn, then the targets table (met / missed).
 #
-#   bash scripts/bench-all.sh          # full run, about 15 minutes
+#   bash scripts/bench-all.sh          # full run, about 20 minutes
 #   SMOKE=1 bash scripts/bench-all.sh  # minutes: checks the scripts work
 #
 # One after another on purpose: on a small machine two benchmarks at once
@@ -15,6 +15,7 @@ else
   cargo bench --quiet --bench decide
 fi
 bash scripts/bench-spawn.sh
+bash scripts/bench-floor.sh
 bash scripts/bench-daemon.sh
 bash scripts/bench-output.sh
 bash scripts/bench-timeout.sh

@@ -30,8 +30,9 @@ use std::ffi::c_int;
 /// the exit status for the C runtime's `exit`.
 pub fn run_main(body: fn() -> u8) -> c_int {
     super::sys::ensure_stdio_open();
-    // SAFETY: sets SIGPIPE's disposition, first thing in the process, before
-    // any thread exists; SIG_IGN runs no handler code.
+    // SAFETY: sets SIGPIPE's disposition to SIG_IGN, which installs no
+    // handler: no code of ours can run in a signal's context. Done first
+    // thing in the process, as std's start does it.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let code = match std::panic::catch_unwind(body) {
         Ok(code) => c_int::from(code),
