@@ -44,8 +44,10 @@ pub fn run_main(body: fn() -> u8) -> c_int {
 
 /// Defines the binary's `main`: `body` (a `fn() -> u8`) through
 /// [`run_main`] on glibc Linux, std's `main` elsewhere. The binary's root
-/// module asks for no std `main` on glibc Linux:
-/// `#![cfg_attr(all(target_os = "linux", target_env = "gnu"), no_main)]`.
+/// module asks for no std `main` on glibc Linux, outside its unit tests
+/// (whose harness has its own `main`):
+/// `#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]`,
+/// with the macro invoked under `#[cfg(not(test))]`.
 #[macro_export]
 macro_rules! entry {
     ($body:path) => {
