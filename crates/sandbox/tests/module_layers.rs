@@ -53,7 +53,13 @@ fn uses(file: &Path) -> Vec<(usize, String)> {
         }
         let mut rest = code;
         while let Some(at) = rest.find("crate::") {
+            // `$crate::` in an exported macro names the crate's public
+            // surface from the caller's side, not a module of a layer.
+            let in_macro = rest[..at].ends_with('$');
             rest = &rest[at + "crate::".len()..];
+            if in_macro {
+                continue;
+            }
             let name: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
