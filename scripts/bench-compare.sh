@@ -52,21 +52,9 @@ for c in "$OLD_CLI" "$NEW_CLI"; do
   $c | grep -q '"ok":true' || { note "'$c' does not run true: $($c)"; exit 1; }
 done
 
-names=("bare" "CLI $OLD_REV" "CLI working tree")
-cmds=("$TRUE_BIN" "$OLD_CLI" "$NEW_CLI")
-fwd=() rev=()
-for i in "${!names[@]}"; do fwd+=(-n "${names[$i]}" "${cmds[$i]}"); done
-for ((i = ${#names[@]} - 1; i >= 0; i--)); do rev+=(-n "${names[$i]}" "${cmds[$i]}"); done
-note "CLI: pass 1 of 2"
-hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-  --export-json "$OUT/compare-cli-pass1.json" "${fwd[@]}" >"$OUT/compare-cli-pass1.log"
-note "CLI: pass 2 of 2 (reverse order)"
-hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-  --export-json "$OUT/compare-cli-pass2.json" "${rev[@]}" >"$OUT/compare-cli-pass2.log"
 echo "### one-shot CLI, sandboxed \`true\`"
-echo
-"$PY" "$TOOL" hyperfine compare-cli bare "$OUT/compare-cli.json" \
-  "$OUT/compare-cli-pass1.json" "$OUT/compare-cli-pass2.json"
+GROUP_PREFIX=compare run_group cli bare -- \
+  "bare" "$TRUE_BIN" "CLI $OLD_REV" "$OLD_CLI" "CLI working tree" "$NEW_CLI"
 
 # daemon_seq LABEL BINARY POLICY: one daemon, SEQ requests over one
 # connection, each paired with a bare spawn from the same client.

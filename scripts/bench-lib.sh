@@ -199,9 +199,11 @@ pick_true() {
 # run_group NAME BASELINE_NAME -- name1 cmd1 name2 cmd2 ...
 # Every command is first run once on its own: one that fails (a sandbox the
 # host cannot start, a policy refusal) is dropped with its error shown,
-# rather than timed as a fast failure.
+# rather than timed as a fast failure. Raw numbers go to
+# $OUT/$GROUP_PREFIX-NAME*.json (GROUP_PREFIX defaults to "spawn").
 run_group() {
   local group="$1" baseline="$2"
+  local stem="$OUT/${GROUP_PREFIX:-spawn}-$group"
   shift 3
   local names=() cmds=()
   while [ "$#" -gt 0 ]; do
@@ -223,10 +225,9 @@ run_group() {
   for ((i = ${#names[@]} - 1; i >= 0; i--)); do rev+=(-n "${names[$i]}" "${cmds[$i]}"); done
   note "$group: pass 1 of 2"
   hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-    --export-json "$OUT/spawn-$group-pass1.json" "${fwd[@]}" >"$OUT/spawn-$group-pass1.log"
+    --export-json "$stem-pass1.json" "${fwd[@]}" >"$stem-pass1.log"
   note "$group: pass 2 of 2 (reverse order)"
   hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-    --export-json "$OUT/spawn-$group-pass2.json" "${rev[@]}" >"$OUT/spawn-$group-pass2.log"
-  "$PY" "$TOOL" hyperfine "$group" "$baseline" "$OUT/spawn-$group.json" \
-    "$OUT/spawn-$group-pass1.json" "$OUT/spawn-$group-pass2.json"
+    --export-json "$stem-pass2.json" "${rev[@]}" >"$stem-pass2.log"
+  "$PY" "$TOOL" hyperfine "$group" "$baseline" "$stem.json" "$stem-pass1.json" "$stem-pass2.json"
 }

@@ -9,7 +9,7 @@ mod cli;
 mod policy_cli;
 
 use agent_exec::emit::{Format, emit, fail};
-use agent_exec::sandbox::{NamespacesAhead, Supervisor, SupervisorOptions};
+use agent_exec::sandbox::{Supervisor, SupervisorOptions};
 use agent_exec::service::terminal::visible;
 use agent_exec::trace::{self, ReplayMode};
 use agent_exec::{
@@ -293,7 +293,7 @@ fn main() -> ExitCode {
             eprintln!("agent-exec: an argument is not UTF-8 text; nothing ran");
             return ExitCode::from(126);
         };
-        let supervisor = Supervisor::init(one_shot());
+        let supervisor = Supervisor::init(SupervisorOptions::one_shot());
         let code = agent_exec::sh::main(&args, &supervisor);
         supervisor.wait_for_sweep();
         return ExitCode::from(code.clamp(0, 255) as u8);
@@ -366,22 +366,6 @@ fn multicall_args() -> Option<Result<Vec<String>, ()>> {
 /// daemon keeps its main thread's bounding set (it execs the reaper) and
 /// empties its workers' instead; the reaper and the commands that run
 /// nothing only need stdio guarded.
-/// A process that makes one run (the CLI's run form, the drop-in): run
-/// cgroups and the empty network namespace kept for the next such
-/// process, the run's namespaces made while it is decided, and the sweep
-/// of earlier leftovers on a thread of its own.
-fn one_shot() -> SupervisorOptions {
-    SupervisorOptions {
-        shared_cgroup_pool: true,
-        pin_network_namespace: true,
-        namespaces_ahead: NamespacesAhead::FirstRun,
-        sweep_in_background: true,
-        children_ahead: false,
-        heap_pad: true,
-        ..SupervisorOptions::default()
-    }
-}
-
 fn supervisor_options(command: &Command) -> SupervisorOptions {
     match command {
         Command::Mcp(_) => SupervisorOptions::default(),
@@ -391,7 +375,7 @@ fn supervisor_options(command: &Command) -> SupervisorOptions {
             ..SupervisorOptions::default()
         },
         // The drop-in is a one-shot call like the CLI's.
-        Command::Sh { .. } => one_shot(),
+        Command::Sh { .. } => SupervisorOptions::one_shot(),
         Command::Serve(s) if s.reap_for.is_none() => SupervisorOptions {
             drop_bounding_set: false,
             ..SupervisorOptions::default()
@@ -467,7 +451,7 @@ fn run(a: RunArgs) -> i32 {
     let loading = std::thread::Builder::new()
         .name("agent-exec-policy".into())
         .spawn(move || load_policy(path.as_deref()));
-    let supervisor = Supervisor::init(one_shot());
+    let supervisor = Supervisor::init(SupervisorOptions::one_shot());
     let policy = match loading {
         Ok(handle) => handle
             .join()

@@ -14,16 +14,17 @@
 //! `--std` runs PROGRAM with `std::process::Command` instead, with no
 //! supervisor at all: what any Rust program that spawns and waits pays.
 
-use std::ffi::CString;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agent_exec_sandbox::{
-    CancelToken, ExecSpec, Layer, Namespaces, NamespacesAhead, Requirement, Sandbox, SandboxConfig,
-    Supervisor, SupervisorOptions, run,
+    CancelToken, Layer, Namespaces, Requirement, Sandbox, SandboxConfig, Supervisor,
+    SupervisorOptions, run,
 };
+
+#[path = "common/spec.rs"]
+mod spec;
 
 const USAGE: &str =
     "usage: one_shot [--root DIR] [--std | --no-LAYER...] [--times] -- PROGRAM ARGS";
@@ -51,16 +52,8 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     let mut marks: Vec<(&str, Instant)> = Vec::new();
 
-    // The options of the CLI's one-shot call (`one_shot` in src/main.rs).
-    let supervisor = Supervisor::init(SupervisorOptions {
-        shared_cgroup_pool: true,
-        pin_network_namespace: true,
-        namespaces_ahead: NamespacesAhead::FirstRun,
-        sweep_in_background: true,
-        children_ahead: false,
-        heap_pad: true,
-        ..SupervisorOptions::default()
-    });
+    // The CLI's one-shot call uses the same options.
+    let supervisor = Supervisor::init(SupervisorOptions::one_shot());
     marks.push(("init", Instant::now()));
 
     // The system directories and limits of a shipped policy.
@@ -83,20 +76,8 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let sandbox = Sandbox::prepare(&supervisor, &cfg, &root)?;
     marks.push(("prepare", Instant::now()));
 
-    let c = |s: &str| CString::new(s);
-    let spec = ExecSpec {
-        program: c(first)?,
-        argv: program.iter().map(|a| c(a)).collect::<Result<_, _>>()?,
-        env: vec![c("PATH=/usr/bin:/bin")?],
-        cwd: CString::new(root.as_os_str().as_encoded_bytes())?,
-        sandbox: Arc::new(sandbox.for_run()?),
-        stdin: None,
-        timeout: Duration::from_secs(10),
-        kill_grace: Duration::from_millis(100),
-        drain: Duration::from_millis(100),
-        output_chars: 1000,
-        hard_limit_bytes: 0,
-    };
+    let argv: Vec<&str> = program.iter().map(String::as_str).collect();
+    let spec = spec::short_run(&argv, &root, sandbox.for_run()?)?;
     marks.push(("for_run", Instant::now()));
     let out = run(spec, &CancelToken::new())?;
     marks.push(("run", Instant::now()));

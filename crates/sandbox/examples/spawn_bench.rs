@@ -13,14 +13,15 @@
 //! while every run is held, so each makes a new cgroup instead of taking
 //! one from the pool.
 
-use std::ffi::CString;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_exec_sandbox::{
-    CancelToken, ExecSpec, Namespaces, Sandbox, SandboxConfig, Supervisor, SupervisorOptions, run,
+    CancelToken, Namespaces, Sandbox, SandboxConfig, Supervisor, SupervisorOptions, run,
 };
+
+#[path = "common/spec.rs"]
+mod spec;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -115,21 +116,8 @@ fn one_run(
     root: &std::path::Path,
     cancel: &CancelToken,
 ) -> Result<Duration, Box<dyn std::error::Error>> {
-    let c = |s: &str| CString::new(s);
     let t = Instant::now();
-    let spec = ExecSpec {
-        program: c("/bin/true")?,
-        argv: vec![c("true")?],
-        env: vec![c("PATH=/usr/bin:/bin")?],
-        cwd: CString::new(root.as_os_str().as_encoded_bytes())?,
-        sandbox: Arc::new(sb.for_run()?),
-        stdin: None,
-        timeout: Duration::from_secs(10),
-        kill_grace: Duration::from_millis(100),
-        drain: Duration::from_millis(100),
-        output_chars: 1000,
-        hard_limit_bytes: 0,
-    };
+    let spec = spec::short_run(&["/bin/true"], root, sb.for_run()?)?;
     let out = run(spec, cancel)?;
     if out.exit_code != Some(0) {
         return Err(format!("/bin/true failed: {out:?}").into());

@@ -203,6 +203,24 @@ impl SupervisorOptions {
             heap_pad: false,
         }
     }
+
+    /// A process that makes one run (the CLI's run form, the shell
+    /// drop-in): run cgroups and the empty network namespace kept for the
+    /// next such process, the run's namespaces made while it is decided,
+    /// the sweep of earlier leftovers on a thread of its own, no child
+    /// made ahead (its Landlock ruleset would depend on a decision not yet
+    /// made), and heaps grown in larger steps.
+    pub fn one_shot() -> Self {
+        SupervisorOptions {
+            shared_cgroup_pool: true,
+            pin_network_namespace: true,
+            namespaces_ahead: NamespacesAhead::FirstRun,
+            sweep_in_background: true,
+            children_ahead: false,
+            heap_pad: true,
+            ..SupervisorOptions::default()
+        }
+    }
 }
 
 /// Proof that the process was set up to supervise sandboxed children, and
