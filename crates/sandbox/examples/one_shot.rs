@@ -56,7 +56,8 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let supervisor = Supervisor::init(SupervisorOptions::one_shot());
     marks.push(("init", Instant::now()));
 
-    // The system directories and limits of a shipped policy.
+    // System directories as a shipped policy grants them (all of /etc here,
+    // where a policy grants a dozen of its entries), and its default limits.
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"];
     let mut cfg = SandboxConfig::new(system.iter().map(PathBuf::from).collect());
     if on("--no-namespaces") {
