@@ -32,6 +32,26 @@ struct Printed {
     stderr: String,
 }
 
+/// `bin`'s run form for `fx`'s root under `policy`.
+fn run_form(
+    bin: &str,
+    fx: &Fixture,
+    policy: &std::path::Path,
+    extra: &[&str],
+    command: &[&str],
+) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--policy")
+        .arg(policy)
+        .arg("--root")
+        .arg(&fx.root)
+        .args(extra)
+        .args(command)
+        .env(MARK, "x")
+        .env_remove("AGENT_EXEC_DAEMON");
+    cmd
+}
+
 fn printed(
     bin: &str,
     fx: &Fixture,
@@ -39,17 +59,7 @@ fn printed(
     extra: &[&str],
     command: &[&str],
 ) -> Printed {
-    let out = Command::new(bin)
-        .arg("--policy")
-        .arg(policy)
-        .arg("--root")
-        .arg(&fx.root)
-        .args(extra)
-        .args(command)
-        .env(MARK, "x")
-        .env_remove("AGENT_EXEC_DAEMON")
-        .output()
-        .unwrap();
+    let out = run_form(bin, fx, policy, extra, command).output().unwrap();
     Printed {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -340,21 +350,22 @@ fn a_reader_that_went_away_costs_the_small_client_its_output_not_its_status() {
     use std::process::Stdio;
     let fx = Fixture::new(&policy(""));
     let _d = fx.start(&[]);
+    let socket = fx.socket.to_str().unwrap();
     for (command, status) in [("exit 0", 0), ("exit 3", 3)] {
-        let mut child = Command::new(SMALL)
-            .arg("--policy")
-            .arg(&fx.policy)
-            .arg("--root")
-            .arg(&fx.root)
-            .arg("--daemon")
-            .arg(&fx.socket)
-            .args(["--shell", command])
-            .env_remove("AGENT_EXEC_DAEMON")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        // Forwarded, so the client prints the result itself (handed to
+        // `agent-exec`, std's start would ignore SIGPIPE for it).
+        let mut child = run_form(
+            SMALL,
+            &fx,
+            &fx.policy,
+            &["--daemon", socket],
+            &["--shell", command],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
         // The read end closes before the result can be written.
         drop(child.stdout.take());
         let got = child.wait().unwrap();

@@ -45,9 +45,9 @@ agent_exec::sandbox::entry!(client_main);
 /// The client's work; its value is the process's exit status.
 #[cfg_attr(test, allow(dead_code))]
 fn client_main() -> u8 {
-    // Before the socket is opened: with stdout closed it would be fd 1,
-    // and the result would be written into it.
-    agent_exec::sandbox::guard_stdio();
+    // Descriptors 0-2 are open by now (the entry, or std's start, opens
+    // `/dev/null` on a closed one): the socket cannot become fd 1 and get
+    // the result written into it.
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let env_socket = std::env::var_os(DAEMON_ENV);
     if let Some(call) = forwardable(&args, env_socket) {
